@@ -1,0 +1,3 @@
+"""psnlib: parameter-space noise and weak-model guidance for RLVR, replicated."""
+
+__version__ = "0.1.0"
