@@ -1,0 +1,69 @@
+"""Where data lives, and atomic writes (temp file or directory, then rename): nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+_REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def data_dir() -> Path:
+    """Root for caches and results: ``$PSNLIB_DATA``, else the checkout's ``data/``.
+
+    Outside a checkout (a wheel install) it falls back to ``~/.cache/psnlib``.
+    """
+    env = os.environ.get("PSNLIB_DATA")
+    if env:
+        return Path(env)
+    if (_REPO_DATA.parent / "pyproject.toml").exists():
+        return _REPO_DATA
+    return Path.home() / ".cache" / "psnlib"
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """JSON version of :func:`atomic_write_text` (sorted keys, indented, trailing newline)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike):
+    """Yield a temp directory that becomes ``path`` only if the block finishes without error."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def atomic_save(path: str | os.PathLike, save: Callable[[Path], None]) -> Path:
+    """Run ``save(tmp_dir)`` and move the result to ``path`` atomically."""
+    with atomic_directory(path) as tmp:
+        save(tmp)
+    return Path(path)

@@ -1,0 +1,175 @@
+"""Tokenizer and policies: tiny ``transformers`` models here, real ones by hub name elsewhere.
+
+The CPU testbed uses a character tokenizer (one token per character of the Countdown alphabet)
+and ~1M-parameter Qwen2 / Llama models. Everything is a stock ``transformers`` object, so the same
+``load_policy(name_or_path)`` call loads a hub model for a GPU user and a local directory here, and
+TRL's trainers accept the result unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+from tokenizers.models import WordLevel
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from psnlib.io import atomic_save, atomic_write_json
+from psnlib.tasks.countdown import CHARSET
+
+META_FILE = "psnlib_meta.json"  # how a policy was built (written beside the weights)
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")  # "gpt2", "Qwen/Qwen2.5-Math-7B"
+
+
+def build_tokenizer(charset: str = CHARSET) -> PreTrainedTokenizerFast:
+    """A character-level tokenizer: ids 0-3 are <pad>, <bos>, <eos>, <unk>, then one per char.
+
+    No special token is added on encoding: a prompt such as ``7 3 5 4->22:`` is exactly its
+    characters, and generation stops at <eos>. Padding is on the left, as generation wants.
+    """
+    if len(set(charset)) != len(charset) or not charset:
+        raise ValueError(f"charset must be non-empty with distinct characters, got {charset!r}")
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    vocab.update({ch: len(SPECIAL_TOKENS) + i for i, ch in enumerate(charset)})
+    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # one per char
+    backend.decoder = decoders.Fuse()  # join characters back without separators
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        padding_side="left",
+        model_max_length=256,
+    )
+
+
+@dataclass(frozen=True)
+class TinySize:
+    """Shape of a tiny policy."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+
+
+# "base" is the reference testbed model (~1.05M parameters with the Qwen2 family);
+# "weak" is the prefix writer; "large" is the "does it work at a larger size" model.
+TINY_SIZES: dict[str, TinySize] = {
+    "smoke": TinySize(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    ),
+    "weak": TinySize(
+        hidden_size=96, num_hidden_layers=3, num_attention_heads=4, intermediate_size=256
+    ),
+    "base": TinySize(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512
+    ),
+    "large": TinySize(
+        hidden_size=192, num_hidden_layers=6, num_attention_heads=6, intermediate_size=768
+    ),
+}
+FAMILIES = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
+
+
+def tiny_policy(
+    family: str = "qwen2",
+    size: str = "base",
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    seed: int = 0,
+    max_positions: int = 128,
+) -> PreTrainedModel:
+    """A randomly initialised tiny causal LM of a ``transformers`` family, deterministic in seed."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; allowed: {sorted(FAMILIES)}")
+    if size not in TINY_SIZES:
+        raise ValueError(f"unknown tiny model size {size!r}; allowed: {sorted(TINY_SIZES)}")
+    tokenizer = tokenizer or build_tokenizer()
+    shape = TINY_SIZES[size]
+    config_cls, model_cls = FAMILIES[family]
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads,
+        num_key_value_heads=shape.num_attention_heads,
+        intermediate_size=shape.intermediate_size,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_cls(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+def load_policy(
+    name_or_path: str | os.PathLike, dtype: torch.dtype | str = "auto", **kwargs
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` from a local directory or, for users with the hub, a hub id.
+
+    A local path that exists but holds no model is an error here, before anything is downloaded.
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"policy path {str(path)!r} is a file; pass a model directory")
+        weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
+        if not (path / "config.json").exists() or not weights:
+            raise ValueError(
+                f"{str(path)!r} is not a model directory: it needs config.json and *.safetensors "
+                f"weights (found: {sorted(p.name for p in path.iterdir())[:10]})"
+            )
+    elif not HUB_ID.fullmatch(str(name_or_path)):
+        raise ValueError(
+            f"policy {str(name_or_path)!r} is neither an existing directory nor a hub id 'org/name'"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, **kwargs)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def save_policy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    path: str | os.PathLike,
+    meta: dict | None = None,
+) -> Path:
+    """Save model, tokenizer and optional ``psnlib_meta.json`` atomically (temp dir, rename)."""
+
+    def save(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if meta is not None:
+            atomic_write_json(tmp / META_FILE, meta)
+
+    return atomic_save(path, save)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Number of distinct parameters (tied weights counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -1,0 +1,174 @@
+"""SFT pre-training of the testbed's base and weak policies, built on demand and cached.
+
+The *base* policy (Qwen2 family) is trained on correct chains drawn uniformly from all the chains
+of each problem, so it spreads probability over many solution paths: the broad coverage that RL
+later narrows. The *weak* policy (a smaller Llama) sees only "linear" chains (each step extends the
+previous result), a different strategy, so its prefixes are unfamiliar to the base policy.
+
+Built policies are cached under ``data/cache/policies/<family>-<size>-<style>-<hash>/``: the hash
+covers every setting, so a changed setting builds a new policy and an unchanged one is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from psnlib.io import data_dir
+from psnlib.models import META_FILE, build_tokenizer, load_policy, save_policy, tiny_policy
+from psnlib.profiles import PolicySpec, Profile, get_profile
+from psnlib.tasks import sft_corpus
+from psnlib.tasks.countdown import CHARSET
+
+CACHE_VERSION = 1  # bump when the SFT recipe changes in a way the settings hash does not see
+IGNORE = -100  # label of positions that carry no loss (prompt, padding)
+
+
+def encode_sft(
+    prompts: list[str], completions: list[str], tokenizer: PreTrainedTokenizerBase
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids`` and ``labels`` (loss on completion + <eos> only), both (N, L)."""
+    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    c_ids = tokenizer(completions, add_special_tokens=False)["input_ids"]
+    rows = [p + c + [tokenizer.eos_token_id] for p, c in zip(p_ids, c_ids, strict=True)]
+    L = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), L), tokenizer.pad_token_id, dtype=torch.long)  # (N, L)
+    labels = torch.full((len(rows), L), IGNORE, dtype=torch.long)  # (N, L)
+    for i, (row, p) in enumerate(zip(rows, p_ids, strict=True)):
+        input_ids[i, : len(row)] = torch.tensor(row)
+        labels[i, len(p) : len(row)] = input_ids[i, len(p) : len(row)]
+    return input_ids, labels
+
+
+def lr_at(
+    step: int, steps: int, peak: float, warmup_frac: float = 0.05, floor: float = 0.1
+) -> float:
+    """Linear warm-up, then cosine decay to ``floor * peak``."""
+    warmup = max(1, int(warmup_frac * steps))
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def sft_train(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    desc: str = "SFT",
+) -> list[float]:
+    """Next-token cross-entropy on the labelled positions; returns the per-step losses."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    model.train()
+    losses: list[float] = []
+    order = torch.randperm(len(input_ids), generator=g)
+    cursor = 0
+    bar = tqdm(range(steps), desc=desc, mininterval=2.0)
+    for step in bar:
+        if cursor + batch_size > len(order):
+            order, cursor = torch.randperm(len(input_ids), generator=g), 0
+        idx = order[cursor : cursor + batch_size]
+        cursor += batch_size
+        x, y = input_ids[idx], labels[idx]  # (B, L)
+        width = int((y != IGNORE).any(0).nonzero().max()) + 1  # trim trailing padding columns
+        x, y = x[:, :width], y[:, :width]
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, lr)
+        logits = model(input_ids=x).logits[:, :-1]  # (B, L-1, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+    return losses
+
+
+def spec_hash(spec: PolicySpec) -> str:
+    """Short stable hash of everything that determines a built policy."""
+    blob = json.dumps(
+        {"spec": asdict(spec), "charset": CHARSET, "v": CACHE_VERSION}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def policy_dir(spec: PolicySpec, root: Path | None = None) -> Path:
+    """Cache directory of the policy that ``spec`` describes."""
+    root = Path(root) if root is not None else data_dir() / "cache" / "policies"
+    return root / f"{spec.family}-{spec.size}-{spec.sft_style}-{spec_hash(spec)}"
+
+
+def build_policy(
+    spec: PolicySpec, root: Path | None = None, force: bool = False
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    """Load the policy ``spec`` describes: from the hub / a path, the cache, or by SFT now."""
+    if spec.name_or_path is not None:
+        model, tokenizer = load_policy(spec.name_or_path)
+        return model, tokenizer, Path(spec.name_or_path)
+    if spec.sft_steps <= 0 or spec.sft_batch_size <= 0 or spec.sft_examples <= 0:
+        raise ValueError(
+            f"a tiny policy needs sft_steps, sft_batch_size and sft_examples > 0, got {spec}"
+        )
+    path = policy_dir(spec, root)
+    if path.exists() and not force:
+        model, tokenizer = load_policy(path, dtype=torch.float32)
+        return model.eval(), tokenizer, path
+    tokenizer = build_tokenizer()
+    model = tiny_policy(spec.family, spec.size, tokenizer, seed=spec.seed)  # validates names
+    start = time.perf_counter()
+    corpus = sft_corpus(spec.sft_examples, seed=spec.seed, style=spec.sft_style)
+    input_ids, labels = encode_sft(corpus["prompt"], corpus["completion"], tokenizer)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        losses = sft_train(
+            model,
+            input_ids,
+            labels,
+            steps=spec.sft_steps,
+            batch_size=spec.sft_batch_size,
+            lr=spec.sft_lr,
+            seed=spec.seed,
+            desc=f"SFT {spec.family}-{spec.size}",
+        )
+    meta = {
+        "spec": asdict(spec),
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "loss_curve": losses[:: max(1, len(losses) // 100)],
+        "cache_version": CACHE_VERSION,
+    }
+    save_policy(model, tokenizer, path, meta=meta)
+    return model, tokenizer, path
+
+
+def policy_meta(path: Path) -> dict:
+    """The ``psnlib_meta.json`` written beside a built policy."""
+    return json.loads((Path(path) / META_FILE).read_text())
+
+
+def base_policy(profile: str | Profile = "cpu", **kwargs):
+    """The profile's base (target) policy: ``(model, tokenizer, path)``."""
+    return build_policy(get_profile(profile).base, **kwargs)
+
+
+def weak_policy(profile: str | Profile = "cpu", **kwargs):
+    """The profile's weak (prefix-writing) policy: ``(model, tokenizer, path)``."""
+    return build_policy(get_profile(profile).weak, **kwargs)

@@ -1,0 +1,149 @@
+"""Scale profiles: the one place that says how big every experiment is.
+
+A profile only changes numbers and names (model sizes, steps, batch, samples, benchmark sizes),
+never which code runs. Every notebook takes ``profile`` as a parameter:
+
+- ``smoke``: seconds; what CI runs. Numbers are tiny and results meaningless.
+- ``cpu``:   the default, the full tiny-scale replication on a 2-core laptop.
+- ``gpu``:   one GPU and a small real model from the hub.
+- ``paper``: the papers' models and hyperparameters (multi-GPU, vLLM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How to obtain a policy: a hub name / local path, or a tiny model built by SFT."""
+
+    name_or_path: str | None = None  # hub id or directory; None means "build by SFT here"
+    family: str = "qwen2"  # tiny model family: "qwen2" | "llama"
+    size: str = "base"  # tiny model size: see psnlib.models.TINY_SIZES
+    sft_steps: int = 0  # optimisation steps of SFT pre-training
+    sft_batch_size: int = 128  # examples per SFT step
+    sft_lr: float = 3e-3  # peak learning rate (linear warm-up, cosine decay)
+    sft_style: str = "uniform"  # "uniform" over all correct chains, or "linear" chains only
+    sft_examples: int = 100_000  # size of the SFT corpus drawn from the SFT split
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every size knob of the replication, for one scale."""
+
+    name: str
+    base: PolicySpec  # the target policy RL starts from
+    weak: PolicySpec  # the weak, different-family policy that writes prefixes
+    # RL training (GRPO / PSN-GRPO)
+    rl_steps: int = 100
+    rl_prompts_per_step: int = 32
+    num_generations: int = 8  # G, rollouts per prompt
+    max_completion_length: int = 48
+    learning_rate: float = 1e-4
+    rl_train_problems: int = 4096
+    # Evaluation
+    eval_problems: int = 100  # problems per benchmark
+    eval_samples: int = 256  # samples per problem (n of pass@k)
+    eval_temperature: float = 1.0
+    ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    benchmarks: tuple[str, ...] = (
+        "countdown-l1",
+        "countdown-l2",
+        "countdown-l3",
+        "countdown-l4",
+        "countdown-l5",
+        "countdown-div",
+        "countdown-5num",
+    )
+    seeds: tuple[int, ...] = (0, 1, 2)
+
+    def with_overrides(self, **changes) -> Profile:
+        """A copy with some fields changed (for sweeps), validated like the original."""
+        unknown = sorted(set(changes) - set(self.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"unknown profile field(s) {unknown}; allowed: {sorted(self.__dataclass_fields__)}"
+            )
+        return replace(self, **changes)
+
+
+_SMOKE = Profile(
+    name="smoke",
+    base=PolicySpec(
+        family="qwen2", size="smoke", sft_steps=60, sft_batch_size=32, sft_examples=4000
+    ),
+    weak=PolicySpec(
+        family="llama",
+        size="smoke",
+        sft_steps=30,
+        sft_batch_size=32,
+        sft_examples=2000,
+        sft_style="linear",
+        seed=1,
+    ),
+    rl_steps=2,
+    rl_prompts_per_step=4,
+    num_generations=4,
+    max_completion_length=32,
+    rl_train_problems=64,
+    eval_problems=8,
+    eval_samples=16,
+    ks=(1, 2, 4, 8, 16),
+    seeds=(0,),
+)
+
+_CPU = Profile(
+    name="cpu",
+    base=PolicySpec(
+        family="qwen2", size="base", sft_steps=2500, sft_batch_size=128, sft_examples=200_000
+    ),
+    weak=PolicySpec(
+        family="llama",
+        size="weak",
+        sft_steps=800,
+        sft_batch_size=128,
+        sft_examples=60_000,
+        sft_style="linear",
+        seed=1,
+    ),
+)
+
+_GPU = Profile(
+    name="gpu",
+    base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-1.5B"),
+    weak=PolicySpec(name_or_path="meta-llama/Llama-3.2-1B-Instruct"),
+    rl_steps=200,
+    rl_prompts_per_step=64,
+    max_completion_length=1024,
+    learning_rate=1e-6,
+    eval_problems=500,
+    eval_samples=64,
+    eval_temperature=0.9,
+    ks=(1, 2, 4, 8, 16, 32, 64),
+)
+
+_PAPER = Profile(
+    name="paper",
+    base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-7B"),
+    weak=PolicySpec(name_or_path="meta-llama/Llama-3.2-1B-Instruct"),
+    rl_steps=500,
+    rl_prompts_per_step=256,
+    max_completion_length=3072,
+    learning_rate=3e-7,
+    eval_problems=0,  # 0: the whole benchmark
+    eval_samples=256,
+    eval_temperature=0.9,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _CPU, _GPU, _PAPER)}
+
+
+def get_profile(name: str | Profile) -> Profile:
+    """Look a profile up by name (a ``Profile`` passes through)."""
+    if isinstance(name, Profile):
+        return name
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; allowed: {sorted(PROFILES)}")
+    return PROFILES[name]

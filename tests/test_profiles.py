@@ -1,0 +1,23 @@
+import pytest
+
+from psnlib.profiles import PROFILES, get_profile
+
+
+def test_profiles_exist_and_scale_up():
+    assert set(PROFILES) == {"smoke", "cpu", "gpu", "paper"}
+    smoke, cpu = get_profile("smoke"), get_profile("cpu")
+    assert smoke.base.sft_steps < cpu.base.sft_steps
+    assert smoke.eval_samples < cpu.eval_samples == 256
+    assert max(cpu.ks) == cpu.eval_samples
+
+
+def test_unknown_profile_names_allowed_values():
+    with pytest.raises(ValueError, match=r"unknown profile 'laptop'.*'cpu'"):
+        get_profile("laptop")
+
+
+def test_overrides_reject_unknown_fields():
+    p = get_profile("cpu").with_overrides(rl_steps=7)
+    assert p.rl_steps == 7 and get_profile("cpu").rl_steps != 7
+    with pytest.raises(ValueError, match="unknown profile field"):
+        get_profile("cpu").with_overrides(rl_stepz=7)
