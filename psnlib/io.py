@@ -1,4 +1,4 @@
-"""Where data lives, and atomic writes (temp file or directory, then rename): nothing half-written."""
+"""Where data lives, and atomic writes (temp file or directory, then rename)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def test_matches_closed_form_large_n_vectorised():
     c = np.array([rng.integers(0, m + 1) for m in n])
     k = np.array([rng.integers(1, m + 1) for m in n])
     got = pass_at_k(n, c, k)
-    want = [closed_form(int(a), int(b), int(d)) for a, b, d in zip(n, c, k)]
+    want = [closed_form(int(a), int(b), int(d)) for a, b, d in zip(n, c, k, strict=True)]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 

@@ -45,7 +45,9 @@ def test_policy_save_load_roundtrip(tmp_path, family):
     save_policy(model, tok, tmp_path / "p", meta={"hello": 1})
     loaded, tok2 = load_policy(tmp_path / "p", dtype=torch.float32)
     assert type(loaded) is type(model)
-    for (n1, p1), (n2, p2) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (n1, p1), (n2, p2) in zip(
+        model.state_dict().items(), loaded.state_dict().items(), strict=True
+    ):
         assert n1 == n2 and torch.equal(p1, p2)
     x = torch.tensor([tok("3 4->7:", add_special_tokens=False)["input_ids"]])
     torch.testing.assert_close(model(x).logits, loaded(x).logits, rtol=0, atol=0)
@@ -54,7 +56,7 @@ def test_policy_save_load_roundtrip(tmp_path, family):
 
 def test_tiny_policy_deterministic_and_sized():
     a, b = tiny_policy("qwen2", "base", seed=0), tiny_policy("qwen2", "base", seed=0)
-    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
     c = tiny_policy("qwen2", "base", seed=1)
     assert not torch.equal(next(a.parameters()), next(c.parameters()))
     assert 0.9e6 < count_parameters(a) < 1.2e6  # the DESIGN's ~1.05M reference model
