@@ -1,0 +1,236 @@
+"""Parameter-space noise: run a model under perturbed weights, then restore them bit-exactly.
+
+PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * eps`` with
+``eps ~ N(0, I)`` drawn once and held fixed for the whole trajectory, and learns on the clean ``W``.
+
+- ``targets``: which weights are perturbed: a named site (``mlp``, the paper's choice; ``attn``;
+  ``all`` = every linear layer of the decoder blocks) or regex patterns over parameter names.
+- ``scope``: how many noise samples a training step uses. ``step``: one for the whole step (the
+  authors' released code). ``prompt``: one per prompt group. ``rollout``: rollout k of every group
+  gets sample k, so a group of G rollouts sees G different brains (the paper's per-trajectory
+  reading).
+- Noise is a pure function of ``(seed, step, index, parameter name)`` (plus the device type, whose
+  generator draws it): it is reproducible and identical across processes.
+
+``perturbed`` swaps the weights in place (one noise sample for every row of the batch).
+``perturbed_rows`` gives each row of the batch its own sample in a single batched forward, via
+forward hooks on the targeted ``nn.Linear`` layers: ``y_b = x_b W^T + x_b eps_{k(b)}^T``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+SITES: dict[str, str] = {
+    "mlp": r"\.mlp\.",  # gate / up / down projections: the paper's best site
+    "attn": r"\.self_attn\.",  # q / k / v / o projections
+    "all": r"\.(mlp|self_attn)\.",  # every linear layer of the decoder blocks
+}
+SCOPES = ("step", "prompt", "rollout")
+
+
+def check_sigma(sigma: float) -> float:
+    """Return ``sigma`` if it is a finite number >= 0, else raise a ValueError saying so."""
+    if not isinstance(sigma, int | float) or not math.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"sigma must be a finite number >= 0 (0 turns noise off), got {sigma!r}")
+    return float(sigma)
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """What to perturb and how: ``W~ = W + sigma * eps`` (sigma times the RMS if ``relative``)."""
+
+    sigma: float = 0.001
+    targets: str | tuple[str, ...] = "mlp"
+    scope: str = "step"
+    relative: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_sigma(self.sigma)
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown noise scope {self.scope!r}; allowed: {', '.join(SCOPES)}")
+        targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
+        if not targets:
+            raise ValueError(f"targets must name at least one site ({', '.join(SITES)}) or regex")
+        for target in targets:
+            try:
+                re.compile(SITES.get(target, target))
+            except re.error as err:
+                raise ValueError(
+                    f"target {target!r} is neither a site ({', '.join(SITES)}) "
+                    f"nor a valid regex: {err}"
+                ) from err
+        object.__setattr__(self, "targets", targets)
+
+
+def target_parameters(model: nn.Module, targets: tuple[str, ...]) -> dict[str, nn.Parameter]:
+    """The parameters matched (``re.search`` on the name) by any target; each target must match."""
+    params = dict(model.named_parameters())
+    chosen: dict[str, nn.Parameter] = {}
+    for target in targets:
+        pattern = re.compile(SITES.get(target, target))
+        matched = {name: p for name, p in params.items() if pattern.search(name)}
+        if not matched:
+            kinds = sorted({re.sub(r"\.\d+\.", ".N.", name) for name in params})
+            raise ValueError(
+                f"noise target {target!r} matches no parameter of {type(model).__name__}; "
+                f"sites: {', '.join(SITES)}; parameter names (N = layer index): {', '.join(kinds)}"
+            )
+        chosen.update(matched)
+    return chosen
+
+
+def noise_seed(seed: int, step: int, index: int, name: str) -> int:
+    """A 63-bit generator seed from sha256 (unlike ``hash()``, the same in every process)."""
+    digest = hashlib.sha256(f"{seed}/{step}/{index}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def draw_noise(
+    param: torch.Tensor, name: str, config: NoiseConfig, step: int, index: int, sigma: float
+) -> torch.Tensor:
+    """``sigma * eps`` for one tensor: drawn in fp32, scaled, then cast to the weight dtype."""
+    generator = torch.Generator(device=param.device).manual_seed(
+        noise_seed(config.seed, step, index, name)
+    )
+    eps = torch.randn(param.shape, generator=generator, device=param.device, dtype=torch.float32)
+    if config.relative:
+        sigma = sigma * param.detach().float().pow(2).mean().sqrt()  # scale by the tensor's RMS
+    return (sigma * eps).to(param.dtype)
+
+
+def noise_indices(num_prompts: int, num_generations: int, scope: str) -> torch.Tensor:
+    """Noise index of each rollout of a prompt-major batch (row r = prompt r // G, sample r % G).
+
+    ``step``: all 0; ``prompt``: the prompt number; ``rollout``: the sample number within its group.
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"unknown noise scope {scope!r}; allowed: {', '.join(SCOPES)}")
+    rows = torch.arange(num_prompts * num_generations)  # (P * G,)
+    if scope == "step":
+        return torch.zeros_like(rows)
+    return rows // num_generations if scope == "prompt" else rows % num_generations
+
+
+@contextmanager
+def perturbed(
+    model: nn.Module,
+    config: NoiseConfig,
+    step: int = 0,
+    index: int = 0,
+    sigma: float | None = None,
+) -> Iterator[nn.Module]:
+    """Run the body under ``W~ = W + sigma * eps(seed, step, index, name)`` (targeted weights).
+
+    The clean weights are saved and copied back on exit, exceptions included, so the restore is
+    bit-exact. ``sigma`` overrides ``config.sigma`` (a scheduler changes it each step); 0 is a
+    no-op.
+    """
+    sigma = config.sigma if sigma is None else check_sigma(sigma)
+    if sigma == 0:
+        yield model
+        return
+    params = target_parameters(model, config.targets)
+    clean = {name: p.detach().clone() for name, p in params.items()}
+    try:
+        with torch.no_grad():
+            for name, p in params.items():
+                p.add_(draw_noise(p, name, config, step, index, sigma))  # W~ = W + sigma * eps
+        yield model
+    finally:
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(clean[name])
+
+
+def _row_noise_hook(
+    rows: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None
+) -> Callable[[nn.Module, tuple, torch.Tensor], torch.Tensor]:
+    """A Linear forward hook adding ``x_b eps_w[k]^T + eps_b[k]`` to the rows ``rows[k]``.
+
+    ``weight`` holds the transposed weight noise, (K, in, out); ``bias`` the bias noise, (K, out).
+    """
+    num_noises, rows_per_noise = rows.shape
+
+    def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        x = args[0]  # (B, ..., in)
+        if x.size(0) != rows.numel():
+            raise RuntimeError(
+                f"per-row noise was set up for {rows.numel()} rows but a forward got {x.size(0)}"
+            )
+        x_grouped = x[rows].reshape(num_noises, -1, x.size(-1))  # (K, n * ..., in)
+        delta = torch.zeros((), dtype=output.dtype, device=output.device)
+        if weight is not None:
+            delta = torch.bmm(x_grouped, weight)  # (K, n * ..., out)
+        if bias is not None:
+            delta = delta + bias[:, None]  # (K, 1 or n * ..., out)
+        delta = delta.expand(num_noises, x_grouped.size(1), output.size(-1))
+        delta = delta.reshape(rows.numel(), *output.shape[1:])  # rows in `rows` order
+        return output.index_add(0, rows.reshape(-1), delta)
+
+    return hook
+
+
+@contextmanager
+def perturbed_rows(
+    model: nn.Module,
+    config: NoiseConfig,
+    step: int,
+    indices: torch.Tensor,
+    sigma: float | None = None,
+) -> Iterator[nn.Module]:
+    """Run the body with row b of every forward under noise sample ``indices[b]`` (shape (B,)).
+
+    The weights are never modified. Each noise index must cover the same number of rows (true for
+    whole groups of G) and every targeted parameter must be an ``nn.Linear`` weight or bias. Memory:
+    one noise tensor per distinct index for each targeted weight. A single distinct index falls back
+    to ``perturbed`` (exact, no extra compute).
+    """
+    sigma = config.sigma if sigma is None else check_sigma(sigma)
+    distinct, counts = indices.unique(return_counts=True)
+    if sigma == 0 or len(distinct) == 1:
+        with perturbed(model, config, step, int(distinct[0]), sigma) as noisy:
+            yield noisy
+        return
+    if (counts != counts[0]).any():
+        raise ValueError(
+            "per-row noise needs the same number of rows per noise index, "
+            f"got counts {counts.tolist()}"
+        )
+    ks = distinct.tolist()
+    modules = dict(model.named_modules())
+    layers: dict[str, dict[str, torch.Tensor]] = {}
+    for name, param in target_parameters(model, config.targets).items():
+        module_name, _, kind = name.rpartition(".")
+        if not isinstance(modules[module_name], nn.Linear):
+            raise ValueError(
+                f"per-row noise (scope 'prompt' or 'rollout') perturbs nn.Linear layers only; "
+                f"{name!r} belongs to a {type(modules[module_name]).__name__}: narrow the targets "
+                "or use scope='step'"
+            )
+        noise = torch.stack([draw_noise(param, name, config, step, int(k), sigma) for k in ks])
+        if kind == "weight":
+            noise = noise.transpose(1, 2).contiguous()  # (K, in, out): a fast bmm operand
+        layers.setdefault(module_name, {})[kind] = noise  # (K, in, out) or (K, out)
+    device = next(model.parameters()).device
+    rows = torch.argsort(indices, stable=True).view(len(distinct), -1).to(device)  # (K, n)
+    handles = [
+        modules[module_name].register_forward_hook(
+            _row_noise_hook(rows, noise.get("weight"), noise.get("bias"))
+        )
+        for module_name, noise in layers.items()
+    ]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
