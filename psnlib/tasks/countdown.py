@@ -224,16 +224,10 @@ def _steps_on(state: tuple[int, ...], ops: str) -> Iterator[tuple[int, str, int,
 @functools.lru_cache(maxsize=1 << 16)
 def _last_steps(x: int, y: int, ops: str) -> tuple[tuple[int, str], ...]:
     """The final steps ``(value, text)`` on the two values ``x <= y``."""
-    pairs = ((y, x),) if x == y else ((y, x), (x, y))
-    return tuple(
-        (c, f"{a}{op}{b}={c}")
-        for a, b in pairs
-        for op in ops
-        if (c := apply_op(a, op, b)) is not None
-    )
+    return tuple((c, f"{a}{op}{b}={c}") for a, op, b, c, _ in _steps_on((x, y), ops))
 
 
-def _chains(state: tuple[int, ...], ops: str) -> list[tuple[int, str]] | tuple:
+def _chains(state: tuple[int, ...], ops: str) -> Sequence[tuple[int, str]]:
     """All chains ``(final value, text)`` on a sorted state, distinct by construction."""
     if len(state) == 2:
         return _last_steps(*state, ops)
