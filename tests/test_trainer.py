@@ -1,0 +1,243 @@
+import pytest
+import torch
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from psnlib.advantages import passk_advantages
+from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.noise import noise_indices, perturbed
+from psnlib.tis import tis_weights
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+
+PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
+G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
+
+
+def distinct_chars(completions: list[str], **kwargs) -> list[float]:
+    """A cheap reward that varies across random completions, so advantages are non-zero."""
+    return [len(set(c)) / 10 for c in completions]
+
+
+def first_is_digit(completions: list[str], **kwargs) -> list[float]:
+    """A binary reward, for Pass@k training."""
+    return [float(c[:1].isdigit()) for c in completions]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from threads, and oversubscribed cores make them crawl."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def settings(tmp_path, **overrides) -> dict:
+    return {
+        "output_dir": str(tmp_path),
+        "per_device_train_batch_size": 8,  # 2 prompts x G per step: the smallest real batch
+        "num_generations": G,
+        "max_completion_length": 8,  # short rollouts keep a step well under a second
+        "max_steps": 1,
+        "learning_rate": 1e-2,  # large, so one step visibly moves the weights
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "bf16": False,  # CPU fp32, so the comparisons can be tight
+        "gradient_checkpointing": False,
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+
+
+def make_trainer(tmp_path, trainer_cls=PSNGRPOTrainer, config_cls=PSNGRPOConfig, **overrides):
+    tokenizer = build_tokenizer()
+    model = tiny_policy(size="smoke", tokenizer=tokenizer, seed=0)
+    reward = overrides.pop("reward", distinct_chars)
+    return trainer_cls(
+        model=model,
+        reward_funcs=reward,
+        args=config_cls(**settings(tmp_path, **overrides)),
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+        processing_class=tokenizer,
+    )
+
+
+def generation_batch(prompts: list[str]) -> list[dict]:
+    return [{"prompt": p} for p in prompts for _ in range(G)]  # prompt-major, as TRL's sampler
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def logps_of(model, prompt_ids, completion_ids, temperature: float) -> torch.Tensor:
+    """Log-probs of one unpadded completion after its prompt, by a plain forward pass."""
+    ids = torch.cat([prompt_ids, completion_ids])[None]  # (1, P + C)
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()  # (C, V)
+    return torch.log_softmax(logits / temperature, dim=-1).gather(1, completion_ids[:, None])[:, 0]
+
+
+# ----------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"sigma": -0.001}, r"sigma must be a finite number >= 0.*-0.001"),
+        ({"tis_cap": 0.0}, r"cap must be a finite number > 0.*got 0.0"),
+        ({"tis_cap": -2.0}, r"cap must be a finite number > 0.*got -2.0"),
+        ({"tis_level": "batch"}, r"'batch'; allowed: token, sequence"),
+        ({"noise_scope": "token"}, r"'token'; allowed: step, prompt, rollout"),
+        ({"noise_targets": ["mlp("]}, r"'mlp\(' is neither a site"),
+        ({"advantage_mode": "rloo"}, r"'rloo'; allowed: grpo, passk"),
+        ({"sigma_scheduler": "cosine"}, r"'cosine'; allowed: fixed"),
+        (
+            {"advantage_mode": "passk", "passk_k": G + 1},
+            rf"passk_k must be between 1 and num_generations={G}.*got {G + 1}",
+        ),
+        ({"use_vllm": True}, r"set use_vllm=False"),
+    ],
+)
+def test_bad_settings_fail_at_config_time(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        PSNGRPOConfig(**settings(tmp_path, **overrides))
+
+
+def test_passk_k_is_only_checked_in_passk_mode(tmp_path):
+    assert PSNGRPOConfig(**settings(tmp_path, passk_k=G + 1)).advantage_mode == "grpo"
+
+
+def test_target_matching_no_parameter_fails_when_the_trainer_is_built(tmp_path):
+    with pytest.raises(ValueError, match=r"'conv_\.\*' matches no parameter.*mlp\.up_proj"):
+        make_trainer(tmp_path, noise_targets=["mlp", "conv_.*"])
+
+
+# ----------------------------------------------------------------------------- equivalence
+
+
+def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path):
+    runs = {}
+    for name, trainer_cls, config_cls, extra in [
+        ("trl", GRPOTrainer, GRPOConfig, {}),
+        ("psn", PSNGRPOTrainer, PSNGRPOConfig, {"sigma": 0.0, "use_tis": False}),
+    ]:
+        trainer = make_trainer(tmp_path / name, trainer_cls, config_cls, **extra)
+        before = params(trainer.model)
+        torch.manual_seed(0)  # the same sampling randomness for both
+        trainer.train()
+        runs[name] = (trainer.state.log_history[0], before, params(trainer.model))
+    (trl_log, trl_before, trl_after), (psn_log, psn_before, psn_after) = runs["trl"], runs["psn"]
+    assert psn_log["loss"] == pytest.approx(trl_log["loss"], abs=1e-7)
+    assert psn_log["reward"] == trl_log["reward"]
+    for name in trl_after:
+        torch.testing.assert_close(psn_before[name], trl_before[name], rtol=0, atol=0)
+        torch.testing.assert_close(psn_after[name], trl_after[name], rtol=1e-6, atol=1e-7)
+    moved = [name for name in trl_after if not torch.equal(trl_after[name], trl_before[name])]
+    assert len(moved) == len(trl_after)  # the step really changed every weight
+
+
+# ----------------------------------------------------------------------------- behaviour log-probs
+
+
+@pytest.mark.parametrize("scope", ["step", "prompt", "rollout"])
+def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(tmp_path, scope):
+    trainer = make_trainer(tmp_path, sigma=0.05, noise_scope=scope, temperature=0.8)
+    model = trainer.model
+    clean = params(model)
+    reference = tiny_policy(size="smoke", tokenizer=build_tokenizer(), seed=0).eval()  # a twin
+    trainer.state.global_step = 3
+    model.train()
+    output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+    for name, p in model.named_parameters():
+        assert torch.equal(p, clean[name]), name  # the clean weights are back, bit-exact
+
+    behaviour = output["sampling_per_token_logps"]  # (B, T)
+    indices = noise_indices(2, G, scope)
+    noisy_vs_clean = []
+    for row, index in enumerate(indices.tolist()):
+        prompt = output["prompt_ids"][row][output["prompt_mask"][row].bool()]
+        length = int(output["completion_mask"][row].sum())
+        completion = output["completion_ids"][row, :length]
+        with perturbed(reference, trainer.noise, step=3, index=index):
+            expected = logps_of(reference, prompt, completion, temperature=0.8)
+        torch.testing.assert_close(behaviour[row, :length], expected, atol=2e-5, rtol=1e-4)
+        clean_logps = logps_of(reference, prompt, completion, temperature=0.8)
+        noisy_vs_clean.append((expected - clean_logps).abs().max().item())
+    assert max(noisy_vs_clean) > 1e-3  # the noise was large enough to test something
+
+
+def test_tis_weights_multiply_the_per_token_loss(tmp_path):
+    trainer = make_trainer(tmp_path, sigma=0.05, noise_scope="rollout", tis_cap=1.1)
+    trainer.model.train()
+    inputs = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+    mask = inputs["completion_mask"]
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], mask], dim=1)
+    with torch.no_grad():
+        clean, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, attention, mask.size(1)
+        )
+    weights = tis_weights(clean, inputs["sampling_per_token_logps"], mask, cap=1.1)
+    assert (weights == 1.1).any() and (weights < 1.0).any()  # both the cap and the ratio act
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+    per_token = -inputs["advantages"][:, None] * weights  # the clipped ratio is 1 on-policy
+    expected = (per_token * mask).sum() / mask.sum()  # TRL's default loss_type "dapo"
+    loss = trainer.compute_loss(trainer.model, inputs)
+    torch.testing.assert_close(loss, expected, atol=1e-6, rtol=1e-5)
+
+    trainer.args.use_tis = False
+    untouched = trainer.compute_loss(trainer.model, inputs)
+    expected = (-inputs["advantages"][:, None] * mask).sum() / mask.sum()
+    torch.testing.assert_close(untouched, expected, atol=1e-6, rtol=1e-5)
+
+
+def test_off_policy_updates_fold_tis_into_the_advantages(tmp_path):
+    # Two optimizer steps per generation batch: TRL keeps rollout-time clean log-probs.
+    trainer = make_trainer(tmp_path, sigma=0.05, num_iterations=2, tis_cap=2.0)
+    assert trainer.off_policy_mask_threshold is None  # no TIS in the loss on this path
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+    mask = output["completion_mask"]
+    weights = tis_weights(
+        output["old_per_token_logps"], output["sampling_per_token_logps"], mask, cap=2.0
+    )
+    assert output["advantages"].shape == mask.shape
+    rewards = trainer._rewards_per_func[:, 0]
+    grouped = rewards.view(-1, G)
+    base = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)
+    torch.testing.assert_close(output["advantages"], base.view(-1, 1) * weights)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def test_a_noisy_training_step_logs_psn_metrics(tmp_path):
+    trainer = make_trainer(tmp_path, sigma=0.05, noise_scope="rollout")
+    before = params(trainer.model)
+    trainer.train()
+    log = trainer.state.log_history[0]
+    assert log["psn/sigma"] == 0.05
+    assert log["psn/kl_proxy"] > 0
+    assert 0 < log["tis/ess"] <= 1 and log["tis/max"] <= 10.0
+    assert {"tis/mean", "tis/frac_capped", "reward", "entropy", "loss"} <= set(log)
+    assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
+
+
+def test_evaluation_samples_the_clean_policy(tmp_path):
+    trainer = make_trainer(tmp_path, sigma=0.05)
+    trainer.model.eval()
+    prompt_ids = [build_tokenizer()(p)["input_ids"] for p in PROMPTS[:2] for _ in range(G)]
+    _, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, G)
+    assert logprobs is None  # TRL's own path: no noise, no behaviour log-probs
+
+
+def test_passk_mode_replaces_the_advantages(tmp_path):
+    trainer = make_trainer(tmp_path, advantage_mode="passk", passk_k=2, reward=first_is_digit)
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+    rewards = trainer._rewards_per_func[:, 0]
+    expected = passk_advantages(rewards.view(-1, G), 2).view(-1)
+    assert torch.equal(output["advantages"], expected)
