@@ -14,7 +14,7 @@ distinct canonical solutions, fewer = harder, ties broken by the number of corre
 ``LEVEL_BOUNDS`` are the cut points nearest to the quintiles of that score on 40,000 problems
 drawn from the RL distribution (seed 12345), at which the levels 5..1 hold 18.6%, 22.6%, 18.5%,
 20.3% and 20.0% of problems. Exactly equal shares on the solution count alone are impossible:
-27.8% of problems have a single solution.
+27.7% of problems have a single solution.
 """
 
 from __future__ import annotations
