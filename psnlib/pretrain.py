@@ -135,7 +135,7 @@ def build_policy(
     model = tiny_policy(spec.family, spec.size, tokenizer, seed=spec.seed)  # validates names
     start = time.perf_counter()
     corpus = sft_corpus(spec.sft_examples, seed=spec.seed, style=spec.sft_style)
-    input_ids, labels = encode_sft(corpus["prompt"], corpus["completion"], tokenizer)
+    input_ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         losses = sft_train(

@@ -72,14 +72,20 @@ class Profile:
 _SMOKE = Profile(
     name="smoke",
     base=PolicySpec(
-        family="qwen2", size="smoke", sft_steps=60, sft_batch_size=32, sft_examples=4000
+        family="qwen2",
+        size="smoke",
+        sft_steps=100,
+        sft_batch_size=32,
+        sft_lr=1e-2,
+        sft_examples=3200,
     ),
     weak=PolicySpec(
         family="llama",
         size="smoke",
-        sft_steps=30,
+        sft_steps=50,
         sft_batch_size=32,
-        sft_examples=2000,
+        sft_lr=1e-2,
+        sft_examples=1600,
         sft_style="linear",
         seed=1,
     ),

@@ -1,0 +1,78 @@
+"""SFT pre-training: labels, determinism, caching, atomic writes, and that it actually learns."""
+
+import pytest
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from psnlib import pretrain
+from psnlib.models import build_tokenizer
+from psnlib.pretrain import IGNORE, build_policy, encode_sft, lr_at, policy_dir, policy_meta
+from psnlib.profiles import PolicySpec, get_profile
+
+# The smoke base spec: a 2-layer d=32 model, 60 SFT steps of 32 examples (seconds on a CPU).
+SMOKE = get_profile("smoke").base
+
+
+def test_labels_cover_completion_and_eos_only():
+    tok = build_tokenizer()
+    ids, labels = encode_sft(["3 4->7:", "1 2 3->6:"], ["3+4=7", "1+2=3,3+3=6"], tok)
+    assert ids.shape == labels.shape == (2, len("1 2 3->6:1+2=3,3+3=6") + 1)
+    assert (labels[0, : len("3 4->7:")] == IGNORE).all()
+    assert tok.decode(labels[0][labels[0] != IGNORE]) == "3+4=7<eos>"
+    assert labels[0, len("3 4->7:3+4=7")] == tok.eos_token_id
+    assert (labels[0, len("3 4->7:3+4=7") + 1 :] == IGNORE).all()  # right padding
+    assert (ids[0, len("3 4->7:3+4=7") + 1 :] == tok.pad_token_id).all()
+
+
+def test_lr_schedule_warms_up_then_decays():
+    lrs = [lr_at(s, 100, 1.0) for s in range(100)]
+    assert lrs[0] < lrs[4] == pytest.approx(1.0)
+    assert lrs[-1] == pytest.approx(0.1, abs=0.01)
+    assert all(a >= b for a, b in zip(lrs[5:], lrs[6:], strict=False))
+
+
+def test_build_is_deterministic_cached_and_learns(tmp_path, monkeypatch):
+    model, tok, path = build_policy(SMOKE, root=tmp_path / "a")
+    meta = policy_meta(path)
+    assert meta["final_loss"] < 0.8 * meta["loss_curve"][0]  # SFT reduced the loss
+    untrained = pretrain.tiny_policy(SMOKE.family, SMOKE.size, tok, seed=SMOKE.seed)
+    changed = [
+        not torch.equal(p, q)
+        for p, q in zip(model.parameters(), untrained.parameters(), strict=True)
+    ]
+    assert all(changed)
+    again, _, path_b = build_policy(SMOKE, root=tmp_path / "b")  # same spec, fresh cache
+    assert all(
+        torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters(), strict=True)
+    )
+    # A second call loads from the cache without training.
+    monkeypatch.setattr(pretrain, "sft_train", lambda *a, **k: pytest.fail("retrained"))
+    cached, _, path_c = build_policy(SMOKE, root=tmp_path / "a")
+    assert path_c == path
+    assert all(
+        torch.equal(p, q) for p, q in zip(model.parameters(), cached.parameters(), strict=True)
+    )
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [path.name]  # no temp dirs left
+
+
+def test_interrupted_save_leaves_nothing(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):  # the weights are written, the tokenizer is not
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_policy(SMOKE, root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_settings_change_the_cache_key():
+    other = PolicySpec(**{**SMOKE.__dict__, "sft_steps": SMOKE.sft_steps + 1})
+    assert policy_dir(other) != policy_dir(SMOKE)
+
+
+def test_bad_specs_fail_before_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretrain, "sft_corpus", lambda *a, **k: pytest.fail("did work"))
+    with pytest.raises(ValueError, match="unknown model family 'gpt'"):
+        build_policy(PolicySpec(family="gpt", sft_steps=1), root=tmp_path)
+    with pytest.raises(ValueError, match="sft_steps"):
+        build_policy(PolicySpec(sft_steps=0), root=tmp_path)
