@@ -103,14 +103,20 @@ _SMOKE = Profile(
 _CPU = Profile(
     name="cpu",
     base=PolicySpec(
-        family="qwen2", size="base", sft_steps=2500, sft_batch_size=128, sft_examples=200_000
+        family="qwen2",
+        size="base",
+        sft_steps=1600,
+        sft_batch_size=32,
+        sft_lr=2e-3,
+        sft_examples=51_200,
     ),
     weak=PolicySpec(
         family="llama",
         size="weak",
-        sft_steps=800,
-        sft_batch_size=128,
-        sft_examples=60_000,
+        sft_steps=600,
+        sft_batch_size=32,
+        sft_lr=3e-3,
+        sft_examples=19_200,
         sft_style="linear",
         seed=1,
     ),

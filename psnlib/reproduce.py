@@ -33,6 +33,8 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
     """Execute one notebook with papermill; returns the metrics JSON path it wrote."""
     import papermill as pm
 
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    runs_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = figures_dir / f"{path.stem}.json"
     pm.execute_notebook(
         str(path),
@@ -62,8 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     profile = get_profile(args.profile).name  # fails fast on an unknown profile
     figures_dir = (args.out / "figures" / profile).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    runs_dir.mkdir(parents=True, exist_ok=True)
     paths = notebook_paths(args.notebooks, args.only)
     print(f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}")
     for path in paths:
