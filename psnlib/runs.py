@@ -1,0 +1,122 @@
+"""RL training runs (GRPO and PSN-GRPO arms) at a profile's scale, cached and resumable.
+
+A run is identified by its profile, arm, seed and every override; its final policy and training
+log live in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>/`` and are written atomically, so a
+finished run is loaded instead of retrained. While training, TRL checkpoints go to a ``.work``
+directory beside it and an interrupted run resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.trainer_utils import get_last_checkpoint
+
+from psnlib.io import data_dir
+from psnlib.models import load_policy, save_policy
+from psnlib.pretrain import base_policy, policy_meta, spec_hash
+from psnlib.profiles import Profile, get_profile
+from psnlib.tasks import countdown_reward, rl_train_set
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+
+# Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
+# scope and TIS cap from the profile.
+ARMS: dict[str, dict[str, Any]] = {
+    "grpo": {"sigma": 0.0, "use_tis": False},
+    "psn": {},
+    "psn_no_tis": {"use_tis": False},
+}
+CACHE_VERSION = 1
+
+
+def rl_config(
+    profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
+) -> PSNGRPOConfig:
+    """The ``PSNGRPOConfig`` of one run: profile sizes, then the arm, then ``overrides``."""
+    profile = get_profile(profile)
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
+    G = profile.num_generations
+    settings: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "max_steps": profile.rl_steps,
+        "per_device_train_batch_size": profile.rl_prompts_per_step * G,  # one step = one batch
+        "num_generations": G,
+        "max_completion_length": profile.max_completion_length,
+        "learning_rate": profile.learning_rate,
+        "sigma": profile.psn_sigma,
+        "noise_scope": profile.psn_scope,
+        "tis_cap": profile.tis_cap,
+        "seed": seed,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": max(1, profile.rl_steps // 5),
+        "report_to": "none",
+        "use_cpu": not torch.cuda.is_available(),
+        "bf16": False,
+    }
+    return PSNGRPOConfig(**{**settings, **ARMS[arm], **overrides})
+
+
+def run_dir(profile: Profile, arm: str, seed: int, overrides: dict[str, Any]) -> Path:
+    """Cache directory of a run: the hash covers the base policy and every setting."""
+    blob = json.dumps(
+        {
+            "profile": repr(profile),
+            "arm": arm,
+            "seed": seed,
+            "overrides": overrides,
+            "base": spec_hash(profile.base),
+            "v": CACHE_VERSION,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
+
+
+def train_policy(
+    profile: str | Profile = "cpu",
+    arm: str = "grpo",
+    seed: int = 0,
+    reward: Callable[..., list[float]] = countdown_reward,
+    **overrides: Any,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
+    """Train (or load) one RL run from the profile's base policy.
+
+    ``reward`` has TRL's signature (default: exact Countdown verification); ``overrides`` are
+    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log: one row per step with
+    TRL's metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``, ``psn/kl_proxy``,
+    ``tis/*``).
+    """
+    profile = get_profile(profile)
+    path = run_dir(profile, arm, seed, {**overrides, "reward": reward.__qualname__})
+    work = path.with_name(path.name + ".work")
+    config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
+    if path.exists():
+        model, tokenizer = load_policy(path, dtype=torch.float32)
+        return model.eval(), tokenizer, pd.DataFrame(policy_meta(path)["log"])
+    model, tokenizer, _ = base_policy(profile)
+    trainer = PSNGRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=rl_train_set(profile.rl_train_problems, seed=seed),
+        processing_class=tokenizer,
+    )
+    resume = get_last_checkpoint(str(work)) if work.exists() else None
+    trainer.train(resume_from_checkpoint=resume)
+    log = [row for row in trainer.state.log_history if "reward" in row]
+    meta = {"profile": profile.name, "arm": arm, "seed": seed, "overrides": overrides, "log": log}
+    save_policy(trainer.model, tokenizer, path, meta=meta)
+    shutil.rmtree(work, ignore_errors=True)
+    return trainer.model.eval(), tokenizer, pd.DataFrame(log)

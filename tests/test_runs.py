@@ -1,0 +1,77 @@
+"""RL runs at the smoke profile: config precedence, learning, caching, resuming, bad input."""
+
+import pytest
+import torch
+
+from psnlib import runs
+from psnlib.pretrain import base_policy
+from psnlib.runs import rl_config, run_dir, train_policy
+
+
+def starts_with_digit_seven(completions, **kwargs):
+    """A reward the untrained smoke policy sometimes earns, so advantages are not all zero."""
+    return [float(c.startswith("7")) + 0.1 * len(c) / 32 for c in completions]
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
+    torch.set_num_threads(1)
+    return tmp_path
+
+
+def test_config_takes_profile_then_arm_then_overrides(tmp_path):
+    grpo = rl_config("smoke", "grpo", 0, tmp_path)
+    assert (grpo.sigma, grpo.use_tis, grpo.max_steps) == (0.0, False, 2)
+    assert grpo.per_device_train_batch_size == 4 * 4  # prompts x G of the smoke profile
+    psn = rl_config("smoke", "psn", 0, tmp_path, noise_scope="step")
+    assert (psn.sigma, psn.use_tis, psn.noise_scope) == (0.003, True, "step")
+
+
+def test_bad_arm_and_settings_fail_before_work(data, monkeypatch):
+    monkeypatch.setattr(runs, "base_policy", lambda *a: pytest.fail("did work"))
+    with pytest.raises(ValueError, match=r"unknown arm 'ppo'; allowed: \['grpo'"):
+        train_policy("smoke", "ppo")
+    with pytest.raises(ValueError, match="sigma"):
+        train_policy("smoke", "psn", sigma=-1.0)
+
+
+def test_psn_run_learns_is_cached_and_logs_psn_metrics(data, monkeypatch):
+    model, _, log = train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    base, _, _ = base_policy("smoke")
+    changed = [
+        not torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters(), strict=True)
+    ]
+    assert any(changed)
+    assert list(log["step"]) == [1, 2]
+    assert {"reward", "entropy", "psn/sigma", "psn/kl_proxy", "tis/mean"} <= set(log.columns)
+    assert (log["psn/kl_proxy"].abs() > 0).all()
+    # The finished run is loaded, not retrained, and the work directory is gone.
+    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("retrained"))
+    again, _, log2 = train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    assert all(
+        torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters(), strict=True)
+    )
+    assert log2["reward"].tolist() == log["reward"].tolist()
+    path = run_dir(runs.get_profile("smoke"), "psn", 0, {"reward": "starts_with_digit_seven"})
+    assert path.exists() and not path.with_name(path.name + ".work").exists()
+
+
+def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
+    resumed_from = []
+    real_train = runs.PSNGRPOTrainer.train
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        resumed_from.append(resume_from_checkpoint)
+        if len(resumed_from) == 1:  # first attempt: stop after the step-1 checkpoint
+            self.args.max_steps = 1
+            real_train(self, **kwargs)
+            raise KeyboardInterrupt
+        return real_train(self, resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    monkeypatch.setattr(runs.PSNGRPOTrainer, "train", train)
+    with pytest.raises(KeyboardInterrupt):
+        train_policy("smoke", "grpo", 0, reward=starts_with_digit_seven)
+    _, _, log = train_policy("smoke", "grpo", 0, reward=starts_with_digit_seven)
+    assert resumed_from[0] is None and resumed_from[1].endswith("checkpoint-1")
+    assert list(log["step"]) == [1, 2]
