@@ -13,8 +13,9 @@ PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * 
   generator draws it): it is reproducible and identical across processes.
 
 ``perturbed`` swaps the weights in place (one noise sample for every row of the batch).
-``perturbed_rows`` gives each row of the batch its own sample in a single batched forward, via
-forward hooks on the targeted ``nn.Linear`` layers: ``y_b = x_b W^T + x_b eps_{k(b)}^T``.
+``perturbed_rows`` gives each row of the batch its own sample in a single batched forward: each
+targeted ``nn.Linear`` computes ``y_b = x_b (W + sigma * eps_{k(b)})^T`` with one batched matmul
+over its K noisy copies.
 """
 
 from __future__ import annotations
@@ -152,32 +153,30 @@ def perturbed(
                 p.copy_(clean[name])
 
 
-def _row_noise_hook(
-    rows: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None
-) -> Callable[[nn.Module, tuple, torch.Tensor], torch.Tensor]:
-    """A Linear forward hook adding ``x_b eps_w[k]^T + eps_b[k]`` to the rows ``rows[k]``.
+def _grouped_linear(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A Linear forward where the rows ``rows[k]`` of the batch use the k-th noisy weights.
 
-    ``weight`` holds the transposed weight noise, (K, in, out); ``bias`` the bias noise, (K, out).
+    ``weight`` holds the transposed noisy weights ``(W + eps_k)^T``, (K, in, out); ``bias`` the
+    noisy biases, (K, out). One batched matmul, no matmul with the clean weights.
     """
-    num_noises, rows_per_noise = rows.shape
+    num_noises, num_rows = rows.size(0), rows.numel()
+    order = torch.argsort(rows.reshape(-1))  # where each batch row sits in `rows` order
 
-    def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-        x = args[0]  # (B, ..., in)
-        if x.size(0) != rows.numel():
+    def forward(x: torch.Tensor) -> torch.Tensor:  # (B, ..., in)
+        if x.size(0) != num_rows:
             raise RuntimeError(
-                f"per-row noise was set up for {rows.numel()} rows but a forward got {x.size(0)}"
+                f"per-row noise was set up for {num_rows} rows but a forward got {x.size(0)}"
             )
         x_grouped = x[rows].reshape(num_noises, -1, x.size(-1))  # (K, n * ..., in)
-        delta = torch.zeros((), dtype=output.dtype, device=output.device)
-        if weight is not None:
-            delta = torch.bmm(x_grouped, weight)  # (K, n * ..., out)
-        if bias is not None:
-            delta = delta + bias[:, None]  # (K, 1 or n * ..., out)
-        delta = delta.expand(num_noises, x_grouped.size(1), output.size(-1))
-        delta = delta.reshape(rows.numel(), *output.shape[1:])  # rows in `rows` order
-        return output.index_add(0, rows.reshape(-1), delta)
+        if bias is None:
+            y = torch.bmm(x_grouped, weight)  # (K, n * ..., out)
+        else:
+            y = torch.baddbmm(bias[:, None], x_grouped, weight)
+        return y.reshape(num_rows, *x.shape[1:-1], -1)[order]  # (B, ..., out), batch order
 
-    return hook
+    return forward
 
 
 @contextmanager
@@ -190,10 +189,12 @@ def perturbed_rows(
 ) -> Iterator[nn.Module]:
     """Run the body with row b of every forward under noise sample ``indices[b]`` (shape (B,)).
 
-    The weights are never modified. Each noise index must cover the same number of rows (true for
-    whole groups of G) and every targeted parameter must be an ``nn.Linear`` weight or bias. Memory:
-    one noise tensor per distinct index for each targeted weight. A single distinct index falls back
-    to ``perturbed`` (exact, no extra compute).
+    The weights are never modified: each targeted ``nn.Linear`` runs a grouped forward over K noisy
+    copies of its weights for the body's duration. Each noise index must cover the same number of
+    rows (true for whole groups of G) and every targeted parameter must be an ``nn.Linear`` weight
+    or bias. Memory: K copies of every targeted layer. The noisy copies are constants (for
+    sampling, not for gradients). A single distinct index falls back to ``perturbed`` (exact, no
+    extra compute).
     """
     sigma = config.sigma if sigma is None else check_sigma(sigma)
     distinct, counts = indices.unique(return_counts=True)
@@ -206,31 +207,53 @@ def perturbed_rows(
             "per-row noise needs the same number of rows per noise index, "
             f"got counts {counts.tolist()}"
         )
-    ks = distinct.tolist()
     modules = dict(model.named_modules())
-    layers: dict[str, dict[str, torch.Tensor]] = {}
-    for name, param in target_parameters(model, config.targets).items():
-        module_name, _, kind = name.rpartition(".")
+    targets = target_parameters(model, config.targets)
+    layers: dict[str, nn.Linear] = {}
+    for name in targets:
+        module_name = name.rpartition(".")[0]
         if not isinstance(modules[module_name], nn.Linear):
             raise ValueError(
                 f"per-row noise (scope 'prompt' or 'rollout') perturbs nn.Linear layers only; "
                 f"{name!r} belongs to a {type(modules[module_name]).__name__}: narrow the targets "
                 "or use scope='step'"
             )
-        noise = torch.stack([draw_noise(param, name, config, step, int(k), sigma) for k in ks])
-        if kind == "weight":
-            noise = noise.transpose(1, 2).contiguous()  # (K, in, out): a fast bmm operand
-        layers.setdefault(module_name, {})[kind] = noise  # (K, in, out) or (K, out)
+        layers[module_name] = modules[module_name]
+
+    def noisy(module_name: str, kind: str) -> torch.Tensor | None:
+        """(K, *shape): the K noisy copies of a weight or bias (clean copies if not targeted)."""
+        param = getattr(layers[module_name], kind)
+        if param is None:
+            return None
+        name = f"{module_name}.{kind}"
+        with torch.no_grad():
+            return torch.stack(
+                [
+                    param + draw_noise(param, name, config, step, k, sigma)
+                    if name in targets
+                    else param.detach()
+                    for k in distinct.tolist()
+                ]
+            )
+
     device = next(model.parameters()).device
     rows = torch.argsort(indices, stable=True).view(len(distinct), -1).to(device)  # (K, n)
-    handles = [
-        modules[module_name].register_forward_hook(
-            _row_noise_hook(rows, noise.get("weight"), noise.get("bias"))
+    forwards = {
+        module_name: _grouped_linear(
+            rows,
+            noisy(module_name, "weight").transpose(1, 2).contiguous(),  # (K, in, out)
+            noisy(module_name, "bias"),
         )
-        for module_name, noise in layers.items()
-    ]
+        for module_name in layers
+    }
+    patched = {name: vars(layers[name]).get("forward") for name in forwards}  # usually None
     try:
+        for module_name, forward in forwards.items():
+            layers[module_name].forward = forward  # an instance attribute shadows the method
         yield model
     finally:
-        for handle in handles:
-            handle.remove()
+        for module_name, previous in patched.items():
+            if previous is None:
+                vars(layers[module_name]).pop("forward", None)
+            else:
+                layers[module_name].forward = previous

@@ -1,0 +1,136 @@
+"""Step time of TRL's GRPO against PSN-GRPO (``step`` and ``rollout`` noise scope).
+
+All three trainers run the same tiny policy on the same Countdown prompts, with full-length
+rollouts. They take turns (a few steps each, the order rotating every round), so drift in machine
+load hits all of them alike. Each step is timed from ``on_step_begin`` to ``on_step_end``
+(generation, loss, backward and optimizer step), in wall time and in the process's CPU time (the
+steadier of the two when other jobs share the cores), and the medians are compared.
+
+    python benchmarks/step_time.py              # ~2 minutes on 2 cores
+    python benchmarks/step_time.py --rounds 3   # quicker, noisier
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+
+import torch
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.tasks import countdown_reward, rl_train_set
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+
+NAMES = ("grpo", "psn-step", "psn-rollout")
+BOUNDS = {"psn-step": 1.10, "psn-rollout": 1.30}  # acceptance: PSN / GRPO median step time
+
+
+class StepTimer(TrainerCallback):
+    """Wall and CPU time of every optimizer step, generation included."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def on_step_begin(self, args, state, control, **kwargs) -> None:
+        self.start = (time.perf_counter(), time.process_time())
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        self.wall.append(time.perf_counter() - self.start[0])
+        self.cpu.append(time.process_time() - self.start[1])
+
+
+def make_trainer(
+    name: str, args: argparse.Namespace, output_dir: str
+) -> tuple[GRPOTrainer, StepTimer]:
+    settings = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=args.prompts * args.generations,
+        num_generations=args.generations,
+        max_completion_length=args.max_completion_length,
+        # Full-length rollouts: every trainer does the same work whatever its samples say.
+        generation_kwargs={"min_new_tokens": args.max_completion_length},
+        max_steps=args.steps_per_turn,  # per `train()` call, so the trainers can take turns
+        learning_rate=1e-4,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        use_cpu=True,
+        seed=0,
+    )
+    if name == "grpo":
+        config, trainer_cls = GRPOConfig(**settings), GRPOTrainer
+    else:
+        scope = name.removeprefix("psn-")
+        config = PSNGRPOConfig(**settings, sigma=args.sigma, noise_scope=scope)
+        trainer_cls = PSNGRPOTrainer
+    tokenizer = build_tokenizer()
+    trainer = trainer_cls(
+        model=tiny_policy(size=args.size, tokenizer=tokenizer, seed=0),
+        reward_funcs=countdown_reward,
+        args=config,
+        train_dataset=rl_train_set(args.prompts, seed=0),
+        processing_class=tokenizer,
+    )
+    trainer.remove_callback(PrinterCallback)  # no log line per step
+    timer = StepTimer()
+    trainer.add_callback(timer)
+    return trainer, timer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8, help="turns of each trainer")
+    parser.add_argument("--steps-per-turn", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    parser.add_argument("--generations", type=int, default=8, help="G, rollouts per prompt")
+    parser.add_argument("--max-completion-length", type=int, default=32)
+    parser.add_argument("--size", default="base", help="tiny policy size (psnlib.models)")
+    parser.add_argument("--sigma", type=float, default=0.003)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads: 1 suits a 1M-parameter model and resists other load on the cores",
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {name: make_trainer(name, args, f"{tmp}/{name}") for name in NAMES}
+        for trainer, timer in runs.values():  # a warm-up turn, not timed
+            trainer.train()
+            timer.reset()
+        for round_ in range(args.rounds):
+            for name in NAMES[round_ % 3 :] + NAMES[: round_ % 3]:
+                runs[name][0].train()
+    wall = {name: statistics.median(timer.wall) for name, (_, timer) in runs.items()}
+    cpu = {name: statistics.median(timer.cpu) for name, (_, timer) in runs.items()}
+    print(
+        f"tiny {args.size} policy, {args.prompts} prompts x G={args.generations}, "
+        f"{args.max_completion_length} tokens, sigma={args.sigma}, "
+        f"{args.rounds} rounds x {args.steps_per_turn} steps, {torch.get_num_threads()} threads"
+    )
+    print(f"{'trainer':<12} {'wall s':>7} {'ratio':>6} {'cpu s':>7} {'ratio':>6} {'bound':>6}")
+    for name in NAMES:
+        bound = f"{BOUNDS[name]:.2f}" if name in BOUNDS else ""
+        print(
+            f"{name:<12} {wall[name]:>7.3f} {wall[name] / wall['grpo']:>6.3f} "
+            f"{cpu[name]:>7.3f} {cpu[name] / cpu['grpo']:>6.3f} {bound:>6}"
+        )
+
+
+if __name__ == "__main__":
+    main()
