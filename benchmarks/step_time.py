@@ -90,7 +90,7 @@ def make_trainer(
     return trainer, timer
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8, help="turns of each trainer")
     parser.add_argument("--steps-per-turn", type=int, default=2)
@@ -105,7 +105,11 @@ def main() -> None:
         default=1,
         help="torch threads: 1 suits a 1M-parameter model and resists other load on the cores",
     )
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Median ``wall`` and ``cpu`` seconds per step of each trainer in ``NAMES``."""
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,19 +120,27 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name in NAMES[round_ % 3 :] + NAMES[: round_ % 3]:
                 runs[name][0].train()
-    wall = {name: statistics.median(timer.wall) for name, (_, timer) in runs.items()}
-    cpu = {name: statistics.median(timer.cpu) for name, (_, timer) in runs.items()}
+    return {
+        name: {"wall": statistics.median(timer.wall), "cpu": statistics.median(timer.cpu)}
+        for name, (_, timer) in runs.items()
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    medians = measure(args)
     print(
         f"tiny {args.size} policy, {args.prompts} prompts x G={args.generations}, "
         f"{args.max_completion_length} tokens, sigma={args.sigma}, "
         f"{args.rounds} rounds x {args.steps_per_turn} steps, {torch.get_num_threads()} threads"
     )
     print(f"{'trainer':<12} {'wall s':>7} {'ratio':>6} {'cpu s':>7} {'ratio':>6} {'bound':>6}")
-    for name in NAMES:
+    base = medians["grpo"]
+    for name, median in medians.items():
         bound = f"{BOUNDS[name]:.2f}" if name in BOUNDS else ""
         print(
-            f"{name:<12} {wall[name]:>7.3f} {wall[name] / wall['grpo']:>6.3f} "
-            f"{cpu[name]:>7.3f} {cpu[name] / cpu['grpo']:>6.3f} {bound:>6}"
+            f"{name:<12} {median['wall']:>7.3f} {median['wall'] / base['wall']:>6.3f} "
+            f"{median['cpu']:>7.3f} {median['cpu'] / base['cpu']:>6.3f} {bound:>6}"
         )
 
 

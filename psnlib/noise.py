@@ -163,18 +163,20 @@ def _grouped_linear(
     """
     num_noises, num_rows = rows.size(0), rows.numel()
     order = torch.argsort(rows.reshape(-1))  # where each batch row sits in `rows` order
+    grouped = bool((order == torch.arange(num_rows, device=rows.device)).all())  # no reordering
 
     def forward(x: torch.Tensor) -> torch.Tensor:  # (B, ..., in)
         if x.size(0) != num_rows:
             raise RuntimeError(
                 f"per-row noise was set up for {num_rows} rows but a forward got {x.size(0)}"
             )
-        x_grouped = x[rows].reshape(num_noises, -1, x.size(-1))  # (K, n * ..., in)
+        x_grouped = (x if grouped else x[rows]).reshape(num_noises, -1, x.size(-1))  # (K, n*.., in)
         if bias is None:
             y = torch.bmm(x_grouped, weight)  # (K, n * ..., out)
         else:
             y = torch.baddbmm(bias[:, None], x_grouped, weight)
-        return y.reshape(num_rows, *x.shape[1:-1], -1)[order]  # (B, ..., out), batch order
+        y = y.reshape(num_rows, *x.shape[1:-1], -1)  # (B, ..., out), in `rows` order
+        return y if grouped else y[order]
 
     return forward
 

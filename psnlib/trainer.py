@@ -209,18 +209,25 @@ class PSNGRPOTrainer(GRPOTrainer):
         num_generations: int,
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], list[list[float]] | None]:
-        args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        extra = (images, multimodal_fields, num_generations, has_tool_images)
         if not self.model.training:  # evaluation samples the clean policy
-            return super()._generate_single_turn(*args)
+            return super()._generate_single_turn(prompt_ids, *extra)
+        if images is not None or multimodal_fields:
+            raise ValueError("PSNGRPOTrainer supports text-only prompts")
         model = self.accelerator.unwrap_model(self.model)
         indices = self._noise_indices(len(prompt_ids), num_generations)
+        order = torch.argsort(indices, stable=True).tolist()  # rows sharing noise side by side
         self._metrics["train"]["psn/sigma"].append(self.sigma)
         with (
-            perturbed_rows(model, self.noise, self.state.global_step, indices, self.sigma),
+            perturbed_rows(model, self.noise, self.state.global_step, indices[order], self.sigma),
             SampledLogps(model, self.temperature) as sampled,
         ):
-            completion_ids, _ = super()._generate_single_turn(*args)
-        return completion_ids, sampled.logps(completion_ids)
+            completion_ids, _ = super()._generate_single_turn(
+                [prompt_ids[i] for i in order], *extra
+            )
+        logps = sampled.logps(completion_ids)
+        unsort = torch.argsort(torch.tensor(order)).tolist()  # back to TRL's row order
+        return [completion_ids[i] for i in unsort], [logps[i] for i in unsort]
 
     def _calculate_rewards(
         self, inputs: list[dict], prompts: list, completions: list, completion_ids_list: list

@@ -1,3 +1,6 @@
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 from datasets import Dataset
@@ -241,3 +244,15 @@ def test_passk_mode_replaces_the_advantages(tmp_path):
     rewards = trainer._rewards_per_func[:, 0]
     expected = passk_advantages(rewards.view(-1, G), 2).view(-1)
     assert torch.equal(output["advantages"], expected)
+
+
+@pytest.mark.slow
+def test_step_time_overhead_is_within_bounds():
+    path = Path(__file__).parents[1] / "benchmarks" / "step_time.py"
+    spec = importlib.util.spec_from_file_location("step_time", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    medians = benchmark.measure(benchmark.parse_args([]))  # the defaults, ~2 minutes
+    for name, bound in benchmark.BOUNDS.items():
+        ratio = medians[name]["cpu"] / medians["grpo"]["cpu"]  # CPU time: robust to other load
+        assert ratio <= bound, f"{name}: {ratio:.3f} x GRPO's step time, bound {bound}"
