@@ -8,6 +8,7 @@ TRL's trainers accept the result unchanged.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -146,11 +147,26 @@ def load_policy(
         raise ValueError(
             f"policy {str(name_or_path)!r} is neither an existing directory nor a hub id 'org/name'"
         )
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    tokenizer = _load_tokenizer(name_or_path)
     model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, **kwargs)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def _load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
+    """``AutoTokenizer``, except for a plain ``tokenizer.json`` tokenizer saved locally.
+
+    transformers 5 maps a saved plain tokenizer (class ``TokenizersBackend``) to the model
+    family's own tokenizer class (``Qwen2Tokenizer`` for a Qwen2 config), which rebuilds the
+    pre-tokenizer and silently drops our character tokenizer's spaces. Load those files as they are.
+    """
+    config = Path(name_or_path) / "tokenizer_config.json"
+    if config.exists():
+        declared = json.loads(config.read_text()).get("tokenizer_class")
+        if declared in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return PreTrainedTokenizerFast.from_pretrained(name_or_path)
+    return AutoTokenizer.from_pretrained(name_or_path)
 
 
 def save_policy(

@@ -52,6 +52,9 @@ def test_policy_save_load_roundtrip(tmp_path, family):
     x = torch.tensor([tok("3 4->7:", add_special_tokens=False)["input_ids"]])
     torch.testing.assert_close(model(x).logits, loaded(x).logits, rtol=0, atol=0)
     assert tok2.get_vocab() == tok.get_vocab()
+    text = "12 9 1 1->99:12*9=108,108-9=99"  # spaces matter: a family tokenizer would drop them
+    assert tok2(text)["input_ids"] == tok(text)["input_ids"]
+    assert tok2.decode(tok2(text)["input_ids"]) == text
 
 
 def test_tiny_policy_deterministic_and_sized():
