@@ -82,7 +82,7 @@ class PSNGRPOConfig(GRPOConfig):
     )
     passk_k: int = field(
         default=4,
-        metadata={"help": "k of Pass@k training; at most num_generations."},
+        metadata={"help": "k of Pass@k training (advantage_mode='passk'); 1..num_generations."},
     )
 
     def __post_init__(self) -> None:
@@ -114,7 +114,7 @@ class PSNGRPOConfig(GRPOConfig):
         """The ``NoiseConfig`` of these settings."""
         return NoiseConfig(
             sigma=self.sigma,
-            targets=tuple(self.noise_targets),
+            targets=self.noise_targets,  # a site or regex string, or a list of them
             scope=self.noise_scope,
             relative=self.noise_relative,
             seed=self.seed if self.noise_seed is None else self.noise_seed,

@@ -109,6 +109,11 @@ def test_bad_settings_fail_at_config_time(tmp_path, overrides, message):
         PSNGRPOConfig(**settings(tmp_path, **overrides))
 
 
+def test_noise_targets_may_be_one_string(tmp_path):
+    config = PSNGRPOConfig(**settings(tmp_path, noise_targets="attn"))
+    assert config.noise_config().targets == ("attn",)
+
+
 def test_passk_k_is_only_checked_in_passk_mode(tmp_path):
     assert PSNGRPOConfig(**settings(tmp_path, passk_k=G + 1)).advantage_mode == "grpo"
 
