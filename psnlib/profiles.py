@@ -37,7 +37,7 @@ class Profile:
     base: PolicySpec  # the target policy RL starts from
     weak: PolicySpec  # the weak, different-family policy that writes prefixes
     # RL training (GRPO / PSN-GRPO)
-    rl_steps: int = 100
+    rl_steps: int = 80
     rl_prompts_per_step: int = 32
     num_generations: int = 8  # G, rollouts per prompt
     max_completion_length: int = 48
