@@ -19,14 +19,14 @@ def grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(rewards)
     mean = rewards.mean(dim=1, keepdim=True)  # (groups, 1)
     std = rewards.std(dim=1, keepdim=True)  # (groups, 1)
-    advantages = (rewards - mean) / (std + GRPO_EPS)
+    advantages = (rewards - mean) / (std + GRPO_EPS)  # Eq. GRPO advantage
     return torch.where(std > 0, advantages, torch.zeros_like(advantages))
 
 
 def passk_advantages(rewards: torch.Tensor, k: int) -> torch.Tensor:
     """Pass@k-training advantages for binary rewards (a reward > 0.5 counts as correct).
 
-    Per group of N rollouts with N_neg wrong ones (Chen et al. 2025, Eq. 9-11):
+    Per group of N rollouts with N_neg wrong ones (Chen et al. 2025, arXiv 2508.10751):
 
         R     = 1 - C(N_neg, k) / C(N, k)          the group's pass@k
         s     = sqrt(R (1 - R))
@@ -46,11 +46,11 @@ def passk_advantages(rewards: torch.Tensor, k: int) -> torch.Tensor:
         math.comb(m - 1, k - 1) / math.comb(n - 1, k - 1) if m else 0.0 for m in range(n + 1)
     ]
     table = torch.tensor([fail_all, fail_rest], dtype=torch.float64, device=rewards.device)
-    passk = 1.0 - table[0, n_neg]  # R, (groups,)
-    s = (passk * (1.0 - passk)).sqrt()
+    passk = 1.0 - table[0, n_neg]  # Eq. R = 1 - C(N_neg, k) / C(N, k), (groups,)
+    s = (passk * (1.0 - passk)).sqrt()  # Eq. s = sqrt(R (1 - R))
     safe_s = torch.where(s > 0, s, torch.ones_like(s))
-    a_pos = (1.0 - passk) / safe_s
-    a_neg = (1.0 - passk - table[1, n_neg]) / safe_s
+    a_pos = (1.0 - passk) / safe_s  # Eq. A_pos
+    a_neg = (1.0 - passk - table[1, n_neg]) / safe_s  # Eq. A_neg
     advantages = torch.where(correct, a_pos[:, None], a_neg[:, None])  # (groups, N)
     advantages = torch.where(s[:, None] > 0, advantages, torch.zeros_like(advantages))
     return advantages.to(rewards.dtype if rewards.is_floating_point() else torch.float32)

@@ -50,7 +50,7 @@ def tis_weights(
     log_ratio = torch.where(mask, log_ratio, torch.zeros_like(log_ratio))  # padding may hold junk
     if level == "sequence":
         log_ratio = log_ratio.sum(dim=-1, keepdim=True)  # (B, 1)
-    return log_ratio.clamp(max=MAX_LOG_RATIO).exp().clamp(max=cap)
+    return log_ratio.clamp(max=MAX_LOG_RATIO).exp().clamp(max=cap)  # Eq. TIS: min(ratio, C)
 
 
 def kl_proxy(
