@@ -3,11 +3,14 @@
 The public API is re-exported here; each name lives in the module that implements it.
 """
 
+from psnlib.advantages import grpo_advantages, passk_advantages
 from psnlib.io import atomic_write_json, data_dir
 from psnlib.metrics import pass_at_k, pass_at_k_curve
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
+from psnlib.noise import NoiseConfig, noise_indices, perturbed, perturbed_rows
 from psnlib.pretrain import base_policy, build_policy, weak_policy
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
+from psnlib.runs import train_policy
 from psnlib.sampling import generate_samples
 from psnlib.tasks import (
     BENCHMARKS,
@@ -17,11 +20,25 @@ from psnlib.tasks import (
     rl_train_set,
     sft_corpus,
 )
+from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BENCHMARKS",
+    "NoiseConfig",
+    "PSNGRPOConfig",
+    "PSNGRPOTrainer",
+    "grpo_advantages",
+    "kl_proxy",
+    "noise_indices",
+    "passk_advantages",
+    "perturbed",
+    "perturbed_rows",
+    "tis_diagnostics",
+    "tis_weights",
+    "train_policy",
     "MAIN_BENCHMARK",
     "PROFILES",
     "PolicySpec",
