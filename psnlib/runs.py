@@ -94,9 +94,9 @@ def train_policy(
     """Train (or load) one RL run from the profile's base policy.
 
     ``reward`` has TRL's signature (default: exact Countdown verification); ``overrides`` are
-    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log: one row per step with
-    TRL's metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``, ``psn/kl_proxy``,
-    ``tis/*``).
+    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log:
+    one row per step with TRL's metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``,
+    ``psn/kl_proxy``, ``tis/*``).
     """
     profile = get_profile(profile)
     path = run_dir(profile, arm, seed, {**overrides, "reward": reward.__qualname__})

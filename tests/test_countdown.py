@@ -15,17 +15,17 @@ from psnlib.tasks.countdown import (
     canonical_form,
     chains_by_value,
     count_solutions,
-    countdown_reward,
     distinct_solutions,
     enumerate_solutions,
     format_chain,
-    generate_problems,
     is_linear,
     parse_chain,
     random_forward_chain,
     random_solution,
     verify,
 )
+from psnlib.tasks.generate import generate_problems
+from psnlib.tasks.reward import countdown_reward
 
 FAST = settings(max_examples=40, deadline=None)
 numbers_st = st.lists(st.integers(0, 12), min_size=2, max_size=4)

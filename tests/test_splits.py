@@ -8,10 +8,10 @@ from psnlib.tasks.countdown import (
     Problem,
     count_solutions,
     distinct_solutions,
-    generate_problems,
     is_linear,
     verify,
 )
+from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.splits import (
     BENCHMARKS,
     FIVE_SLOTS,

@@ -1,6 +1,8 @@
 """Tasks: Countdown arithmetic problems, verification and the disjoint benchmark splits."""
 
-from psnlib.tasks.countdown import CHARSET, Problem, countdown_reward, verify
+from psnlib.tasks.countdown import CHARSET, Problem, verify
+from psnlib.tasks.generate import generate_problems
+from psnlib.tasks.reward import countdown_reward
 from psnlib.tasks.splits import (
     BENCHMARKS,
     MAIN_BENCHMARK,
@@ -17,6 +19,7 @@ __all__ = [
     "BenchmarkSpec",
     "Problem",
     "countdown_reward",
+    "generate_problems",
     "load_benchmark",
     "rl_train_set",
     "sft_corpus",

@@ -33,10 +33,10 @@ from psnlib.tasks.countdown import (
     Problem,
     count_solutions,
     distinct_solutions,
-    generate_problems,
     random_forward_chain,
     random_solution,
 )
+from psnlib.tasks.generate import generate_problems
 
 N_SLOTS: int = 1000
 SFT_SLOTS: tuple[int, int] = (0, 600)

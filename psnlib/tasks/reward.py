@@ -1,0 +1,43 @@
+"""The Countdown reward with TRL's reward-function signature."""
+
+from __future__ import annotations
+
+from psnlib.tasks.countdown import Problem, verify
+
+
+def _completion_text(completion: object, row: int) -> str:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content")
+        if isinstance(content, str):
+            return content
+    raise ValueError(
+        f"row {row}: field 'completions' must be a string or a list of messages "
+        f"with string 'content', got {completion!r}"
+    )
+
+
+def countdown_reward(
+    completions: list, numbers: list, target: list, **kwargs: object
+) -> list[float]:
+    """TRL reward function: 1.0 for a correct chain, else 0.0.
+
+    Completions are strings or conversations (the last message's content is judged).
+    """
+    if not len(completions) == len(numbers) == len(target):
+        raise ValueError(
+            f"lengths differ: completions={len(completions)}, numbers={len(numbers)}, "
+            f"target={len(target)}"
+        )
+    rewards = []
+    for row, (completion, nums, tgt) in enumerate(zip(completions, numbers, target, strict=True)):
+        if not isinstance(nums, list | tuple) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in nums
+        ):
+            raise ValueError(f"row {row}: field 'numbers' must be a list of ints, got {nums!r}")
+        if not isinstance(tgt, int) or isinstance(tgt, bool):
+            raise ValueError(f"row {row}: field 'target' must be an int, got {tgt!r}")
+        text = _completion_text(completion, row)
+        rewards.append(1.0 if verify(Problem(tuple(nums), tgt), text).correct else 0.0)
+    return rewards
