@@ -10,6 +10,7 @@ import time
 import pandas as pd
 
 from psnlib.evaluate import evaluate_policy
+from psnlib.models import count_parameters
 from psnlib.pretrain import base_policy, policy_meta, weak_policy
 from psnlib.profiles import Profile, get_profile
 from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
@@ -30,7 +31,7 @@ def testbed(
         model, tokenizer, path = build(profile)
         meta = policy_meta(path)
         info = {"policy": name, "path": str(path), "build_seconds": meta["train_seconds"]}
-        info["parameters"] = sum(p.numel() for p in model.parameters())
+        info["parameters"] = count_parameters(model)
         info["final_sft_loss"] = meta["final_loss"]
         for bench in benchmarks:
             data = load_benchmark(bench, profile.eval_problems, seed=seed)
