@@ -8,26 +8,47 @@ One training step:
 2. Rewards and group advantages are computed as in GRPO, or with Pass@k training.
 3. The loss runs on the clean weights. Each token's policy-gradient loss is multiplied by the TIS
    weight ``min(pi_clean / pi_noisy, C)`` (``psnlib.tis``); the noisy-vs-clean KL proxy is logged.
+4. At the end of the step a sigma scheduler (``psnlib.schedulers``) turns the step's signals into
+   the sigma of the next rollouts. The diversity scheduler's two clean answers per prompt are
+   sampled in the same ``generate`` call as the rollouts, as extra rows that bypass the noise.
 
 Evaluation always samples the clean policy.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
 from psnlib.advantages import passk_advantages
 from psnlib.noise import NoiseConfig, noise_indices, perturbed_rows, target_parameters
+from psnlib.schedulers import (
+    SCHEDULERS,
+    DiversitySigma,
+    FixedSigma,
+    KLTargetSigma,
+    SigmaScheduler,
+    Similarity,
+    check_similarity,
+    make_similarity,
+    self_certainty,
+)
 from psnlib.tis import check_tis, kl_proxy, tis_diagnostics, tis_weights
 
 ADVANTAGE_MODES = ("grpo", "passk")
-SIGMA_SCHEDULERS = ("fixed",)  # psnlib.schedulers adds kl_target and diversity
+SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory
 
 
 @dataclass
@@ -62,7 +83,55 @@ class PSNGRPOConfig(GRPOConfig):
     )
     sigma_scheduler: str = field(
         default="fixed",
-        metadata={"help": "How sigma changes between steps; only 'fixed' for now."},
+        metadata={
+            "help": "How sigma changes between steps: 'fixed', 'kl_target' (Variant I: steer the "
+            "KL proxy to kl_target) or 'diversity' (Variant II: raise sigma when the clean "
+            "policy's answers grow alike and certain). `sigma` is the starting value."
+        },
+    )
+    sigma_min: float = field(
+        default=1e-6,
+        metadata={"help": "Lower bound of an adaptive sigma (released code: 1e-6)."},
+    )
+    sigma_max: float = field(
+        default=0.5,
+        metadata={"help": "Upper bound of an adaptive sigma (released code: 0.5)."},
+    )
+    kl_target: float = field(
+        default=0.004,
+        metadata={"help": "Variant I: target of the KL proxy (paper: 0.003-0.005)."},
+    )
+    kl_factor: float = field(
+        default=1.01,
+        metadata={"help": "Variant I: sigma is divided or multiplied by this factor (> 1)."},
+    )
+    kl_tolerance: float = field(
+        default=1.1,
+        metadata={
+            "help": "Variant I: sigma falls when the proxy exceeds kl_tolerance * kl_target and "
+            "rises below kl_target / kl_tolerance."
+        },
+    )
+    div_lam: float = field(
+        default=0.5,
+        metadata={"help": "Variant II: lam of Ind = lam * d_sem + (1 - lam) * SC_norm, in [0, 1]."},
+    )
+    div_beta: float = field(
+        default=0.99,
+        metadata={"help": "Variant II: beta in (0, 1); sigma /= beta (collapse) or *= beta."},
+    )
+    div_prompts: int | None = field(
+        default=None,
+        metadata={
+            "help": "Variant II: prompts per step answered twice by the clean policy; None: all."
+        },
+    )
+    div_similarity: str = field(
+        default="auto",
+        metadata={
+            "help": "Variant II: d_sem as 'semantic' (all-MiniLM-L6-v2 cosine, extra 'semantic'), "
+            "'lexical' (difflib match ratio) or 'auto' (semantic where installed)."
+        },
     )
     use_tis: bool = field(
         default=True,
@@ -88,11 +157,13 @@ class PSNGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.noise_config()  # validates sigma, noise_scope and noise_targets
-        if self.sigma_scheduler not in SIGMA_SCHEDULERS:
-            raise ValueError(
-                f"unknown sigma_scheduler {self.sigma_scheduler!r}; allowed: "
-                f"{', '.join(SIGMA_SCHEDULERS)}"
-            )
+        self.sigma_schedule()  # validates sigma_scheduler and its settings
+        if self.sigma_scheduler == "diversity":
+            check_similarity(self.div_similarity)
+            if self.div_prompts is not None and self.div_prompts < 1:
+                raise ValueError(
+                    f"div_prompts must be >= 1 (or None for every prompt), got {self.div_prompts}"
+                )
         check_tis(self.tis_cap, self.tis_level)
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(
@@ -120,18 +191,43 @@ class PSNGRPOConfig(GRPOConfig):
             seed=self.seed if self.noise_seed is None else self.noise_seed,
         )
 
+    def sigma_schedule(self) -> SigmaScheduler:
+        """A fresh scheduler of these settings, starting from ``sigma``."""
+        if self.sigma_scheduler not in SCHEDULERS:
+            raise ValueError(
+                f"unknown sigma_scheduler {self.sigma_scheduler!r}; allowed: "
+                f"{', '.join(SCHEDULERS)}"
+            )
+        bounds = {"sigma_min": self.sigma_min, "sigma_max": self.sigma_max}
+        if self.sigma_scheduler == "kl_target":
+            return KLTargetSigma(
+                self.sigma,
+                kl_target=self.kl_target,
+                kl_factor=self.kl_factor,
+                kl_tolerance=self.kl_tolerance,
+                **bounds,
+            )
+        if self.sigma_scheduler == "diversity":
+            return DiversitySigma(
+                self.sigma, div_lam=self.div_lam, div_beta=self.div_beta, **bounds
+            )
+        return FixedSigma(self.sigma)
+
 
 class SampledLogps:
     """Records, while ``generate`` runs, each sampled token's log-prob under the sampling weights.
 
     A forward hook keeps the temperature-scaled log-softmax of the last position; the next
     decoding step's input token is the one sampled from it. Same definition as TRL's log-probs.
+    With ``certainty``, it also keeps the self-certainty ``KL(U || p)`` of every decoding step's
+    distribution (raw logits, ``psnlib.schedulers.self_certainty``).
     """
 
-    def __init__(self, model: nn.Module, temperature: float) -> None:
+    def __init__(self, model: nn.Module, temperature: float, certainty: bool = False) -> None:
         self.model, self.temperature = model, temperature
         self.steps: list[torch.Tensor] = []  # one (B, 1) per decoded token but the last
         self.last: torch.Tensor | None = None  # (B, V)
+        self.certainty: list[torch.Tensor] | None = [] if certainty else None  # (B,) per token
 
     def __enter__(self) -> SampledLogps:
         self.handle = self.model.register_forward_hook(self.hook, with_kwargs=True)
@@ -144,7 +240,10 @@ class SampledLogps:
         input_ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]  # (B, t)
         if self.last is not None:
             self.steps.append(self.last.gather(1, input_ids[:, -1:]))  # (B, 1)
-        self.last = torch.log_softmax(output.logits[:, -1].float() / self.temperature, dim=-1)
+        logits = output.logits[:, -1].float()  # (B, V)
+        self.last = torch.log_softmax(logits / self.temperature, dim=-1)
+        if self.certainty is not None:
+            self.certainty.append(self_certainty(logits))  # (B,)
 
     def logps(self, completion_ids: list[list[int]]) -> list[list[float]]:
         """The log-probs of each (unpadded) completion, in the list-of-lists form TRL expects."""
@@ -153,6 +252,60 @@ class SampledLogps:
         last_tokens = torch.tensor(last_tokens, device=self.last.device)[:, None]  # (B, 1)
         table = torch.cat([*self.steps, self.last.gather(1, last_tokens)], dim=1)  # (B, L)
         return [row[: len(ids)].tolist() for row, ids in zip(table, completion_ids, strict=True)]
+
+    def self_certainty(self, completion_ids: list[list[int]]) -> list[float]:
+        """Eq. SC of each completion: the mean self-certainty over its positions."""
+        table = torch.stack(self.certainty, dim=1)  # (B, L)
+        return [
+            row[: max(len(ids), 1)].mean().item()
+            for row, ids in zip(table, completion_ids, strict=True)
+        ]
+
+
+@contextmanager
+def clean_rows(
+    model: nn.Module, targets: tuple[str, ...], num_noisy: int, num_clean: int
+) -> Iterator[None]:
+    """In every forward of the body, the last ``num_clean`` rows run the weights as on entry.
+
+    Enter it before the noise: each targeted ``nn.Linear`` gets a pre-hook that hands only the
+    first ``num_noisy`` rows to the layer (noisy in place or by ``perturbed_rows``' grouped
+    forward) and a hook that appends the other rows' output under a saved clean copy of its
+    weights. Non-targeted layers see every row. Costs one copy of the targeted weights; a no-op
+    when ``num_clean`` is 0.
+    """
+    if num_clean == 0:
+        yield
+        return
+    modules = dict(model.named_modules())
+    layers = {modules[name.rpartition(".")[0]] for name in target_parameters(model, targets)}
+    if any(not isinstance(layer, nn.Linear) for layer in layers):
+        raise ValueError(
+            "the diversity scheduler's clean samples share the rollout batch, which needs noise "
+            "targets on nn.Linear layers only; narrow noise_targets"
+        )
+    tails: dict[nn.Module, torch.Tensor] = {}
+
+    def split(layer: nn.Module, args: tuple) -> tuple:
+        tails[layer] = args[0][num_noisy:]  # (m, ..., in)
+        return (args[0][:num_noisy], *args[1:])
+
+    def join(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+        def hook(layer: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+            return torch.cat([output, F.linear(tails.pop(layer), weight, bias)])  # (B, ..., out)
+
+        return hook
+
+    handles = []
+    for layer in layers:
+        bias = None if layer.bias is None else layer.bias.detach().clone()
+        handles.append(layer.register_forward_pre_hook(split))
+        handles.append(layer.register_forward_hook(join(layer.weight.detach().clone(), bias)))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 class PSNGRPOTrainer(GRPOTrainer):
@@ -167,15 +320,26 @@ class PSNGRPOTrainer(GRPOTrainer):
       are folded into the advantages instead (``_generate_and_score_completions``).
     - ``advantage_mode="passk"`` replaces the advantages of training batches by Pass@k-training
       advantages of the same rewards (``_calculate_rewards`` keeps them).
-    - ``self.sigma`` is the sigma of the next rollouts (logged as ``psn/sigma``); a scheduler may
-      change it after each step.
+    - ``self.sigma`` is the sigma of the next rollouts (logged as ``psn/sigma``), held by
+      ``self.scheduler`` (``args.sigma_scheduler``). ``training_step`` hands the scheduler the
+      signals of each step's rollouts once the step's last micro-batch is done (the optimizer step
+      follows; the next rollouts are sampled after it) and logs what it derived. The signals are
+      the KL proxy, and, for the diversity scheduler, ``psn/d_sem`` (``similarity`` of two clean
+      answers per prompt; default from ``args.div_similarity``) and ``psn/sc`` (their
+      self-certainty). The scheduler's state is saved with every checkpoint and restored on
+      resume.
 
     With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling,
     vLLM and continuous batching are not supported.
     """
 
     def __init__(
-        self, model: Any, reward_funcs: Any, args: PSNGRPOConfig | None = None, **kwargs: Any
+        self,
+        model: Any,
+        reward_funcs: Any,
+        args: PSNGRPOConfig | None = None,
+        similarity: Similarity | None = None,
+        **kwargs: Any,
     ) -> None:
         args = PSNGRPOConfig() if args is None else args
         if not isinstance(args, PSNGRPOConfig):
@@ -184,7 +348,11 @@ class PSNGRPOTrainer(GRPOTrainer):
         if self.tools:
             raise ValueError("PSNGRPOTrainer does not support tool calling yet; pass no tools")
         self.noise = args.noise_config()
-        self.sigma = args.sigma
+        self.scheduler = args.sigma_schedule()
+        self._signals: dict[str, list[float]] = defaultdict(list)  # since the last sigma update
+        self.similarity = similarity
+        if self.similarity is None and "d_sem" in self.scheduler.signals:
+            self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
         target_parameters(self.accelerator.unwrap_model(self.model), self.noise.targets)
         # TRL scores the clean policy at rollout time (`old_per_token_logps`) only when one
         # generation batch feeds several optimizer steps; otherwise the loss forward's clean
@@ -193,6 +361,11 @@ class PSNGRPOTrainer(GRPOTrainer):
         self._tis_in_loss = args.gradient_accumulation_steps % generate_every == 0
         if self._tis_in_loss and self.off_policy_mask_threshold is None:
             self.off_policy_mask_threshold = math.inf  # TRL then calls get_off_policy_mask
+
+    @property
+    def sigma(self) -> float:
+        """The sigma of the next rollouts."""
+        return self.scheduler.sigma
 
     def _noise_indices(self, num_rollouts: int, num_generations: int) -> torch.Tensor:
         """The noise index of each local rollout: this process holds a slice of the batch."""
@@ -217,17 +390,79 @@ class PSNGRPOTrainer(GRPOTrainer):
         model = self.accelerator.unwrap_model(self.model)
         indices = self._noise_indices(len(prompt_ids), num_generations)
         order = torch.argsort(indices, stable=True).tolist()  # rows sharing noise side by side
+        rows = [prompt_ids[i] for i in order]
+        pairs = self._clean_pair_prompts(prompt_ids)  # after the noisy rows, in the same batch
         self._metrics["train"]["psn/sigma"].append(self.sigma)
         with (
+            clean_rows(model, self.noise.targets, len(rows), len(pairs)),
             perturbed_rows(model, self.noise, self.state.global_step, indices[order], self.sigma),
-            SampledLogps(model, self.temperature) as sampled,
+            SampledLogps(model, self.temperature, certainty=bool(pairs)) as sampled,
         ):
-            completion_ids, _ = super()._generate_single_turn(
-                [prompt_ids[i] for i in order], *extra
+            completion_ids, _ = super()._generate_single_turn(rows + pairs, *extra)
+        if pairs:
+            self._measure_diversity(
+                completion_ids[len(rows) :], sampled.self_certainty(completion_ids)[len(rows) :]
             )
         logps = sampled.logps(completion_ids)
         unsort = torch.argsort(torch.tensor(order)).tolist()  # back to TRL's row order
         return [completion_ids[i] for i in unsort], [logps[i] for i in unsort]
+
+    def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """Each distinct prompt twice (up to ``div_prompts`` of them) when ``d_sem`` is needed."""
+        if "d_sem" not in self.scheduler.signals:
+            return []
+        distinct = list(dict.fromkeys(map(tuple, prompt_ids)))[: self.args.div_prompts]
+        return [list(ids) for ids in distinct for _ in range(2)]
+
+    def _measure_diversity(self, pair_ids: list[list[int]], certainties: list[float]) -> None:
+        """Record ``d_sem`` (mean similarity of each prompt's two answers) and ``sc`` (mean SC)."""
+        texts = self._tokenizer.batch_decode(pair_ids, skip_special_tokens=True)
+        similarities = self.similarity(texts[0::2], texts[1::2])
+        local = torch.tensor(
+            [sum(similarities) / len(similarities), sum(certainties) / len(certainties)],
+            device=self.accelerator.device,
+        )
+        d_sem, sc = self.accelerator.gather(local[None]).mean(dim=0).tolist()  # over processes
+        for name, value in (("d_sem", d_sem), ("sc", sc)):
+            self._signals[name].append(value)
+            self._metrics["train"][f"psn/{name}"].append(value)
+
+    def training_step(
+        self, model: nn.Module, inputs: dict, num_items_in_batch: Any
+    ) -> torch.Tensor:
+        loss = super().training_step(model, inputs, num_items_in_batch)  # counts self._step
+        if self._step % self.current_gradient_accumulation_steps == 0:  # the step's last one
+            self._update_sigma()
+        return loss
+
+    def _update_sigma(self) -> None:
+        """Hand the scheduler the mean of each signal since the last update; log what it derived.
+
+        Without fresh rollouts since the last update (several optimizer steps per generation
+        batch) there is nothing new to react to, and sigma stays.
+        """
+        if not all(self._signals[name] for name in self.scheduler.signals):
+            return
+        signals = {name: sum(v) / len(v) for name, v in self._signals.items()}
+        self.scheduler.step(**{name: signals[name] for name in self.scheduler.signals})
+        for name, value in self.scheduler.metrics.items():
+            self._metrics["train"][f"psn/{name}"].append(value)
+        self._signals.clear()
+
+    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            checkpoint = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), checkpoint, SCHEDULER_STATE)
+            with open(path, "w") as f:
+                json.dump(self.scheduler.state_dict(), f)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        path = None if checkpoint is None else os.path.join(checkpoint, SCHEDULER_STATE)
+        if path is not None and os.path.exists(path):
+            with open(path) as f:
+                self.scheduler.load_state_dict(json.load(f))
 
     def _calculate_rewards(
         self, inputs: list[dict], prompts: list, completions: list, completion_ids_list: list
@@ -274,8 +509,9 @@ class PSNGRPOTrainer(GRPOTrainer):
     ) -> torch.Tensor:
         """Log the KL proxy and TIS diagnostics; the TIS weights, or 1 when ``use_tis`` is off."""
         metrics = self._metrics["train"]
-        d = kl_proxy(clean_logps, behaviour_logps, mask)
-        metrics["psn/kl_proxy"].append(self.accelerator.gather(d).mean().item())
+        d = self.accelerator.gather(kl_proxy(clean_logps, behaviour_logps, mask)).mean().item()
+        metrics["psn/kl_proxy"].append(d)
+        self._signals["kl_proxy"].append(d)
         weights = tis_weights(
             clean_logps, behaviour_logps, mask, self.args.tis_cap, self.args.tis_level
         )
