@@ -1,0 +1,158 @@
+"""Tokens/s of ``psnlib.sampling`` against ``model.generate`` on the tiny testbed policy.
+
+Both sample the same rows (problems x samples per problem, temperature 1, up to 48 new tokens):
+both in batches of ``--batch-size`` rows (``generate`` as ``generate_samples`` did before
+``psnlib.sampling``). They take turns for a few
+rounds so that drift in machine load hits both alike; the medians are compared. A token counts if
+it was generated up to and including EOS (``generate`` also spends compute on finished rows; that
+is part of its cost). For scale, the run also measures the matmul GFLOP/s the machine achieves at
+the policy's shapes and the tokens/s that would give if decoding were nothing but its FLOPs.
+
+    python benchmarks/sampling.py                   # 4096 rows, ~2 minutes on 2 cores
+    python benchmarks/sampling.py --problems 4      # 1024 rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import PreTrainedModel
+
+from psnlib.models import build_tokenizer, count_parameters, tiny_policy
+from psnlib.pretrain import base_policy, policy_dir
+from psnlib.profiles import get_profile
+from psnlib.sampling import sample_tokens
+from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
+
+TARGET_RATIO = 3.0  # acceptance: psnlib.sampling / generate tokens/s
+
+
+def load_model() -> tuple[PreTrainedModel, object, str]:
+    """The cached ``cpu`` base policy if it is built, else a random tiny Qwen2 of the same shape."""
+    if policy_dir(get_profile("cpu").base).exists():
+        model, tokenizer, path = base_policy("cpu")
+        return model, tokenizer, f"cpu base policy ({path.name})"
+    tokenizer = build_tokenizer()
+    return tiny_policy("qwen2", "base", tokenizer).eval(), tokenizer, "random tiny qwen2-base"
+
+
+def generated_tokens(completions: torch.Tensor, eos_token_id: int) -> int:
+    """Tokens up to and including the first EOS of each row of (B, L)."""
+    ended = completions == eos_token_id
+    first = torch.where(ended.any(-1), ended.float().argmax(-1) + 1, completions.shape[-1])
+    return int(first.sum())
+
+
+@torch.no_grad()
+def run_generate(model, tokenizer, prompts: list[str], args: argparse.Namespace, seed: int) -> int:
+    rows = [p for p in prompts for _ in range(args.samples)]
+    torch.manual_seed(seed)
+    tokens = 0
+    for start in range(0, len(rows), args.batch_size):
+        enc = tokenizer(
+            rows[start : start + args.batch_size], return_tensors="pt", padding=True
+        )  # left-padded
+        out = model.generate(
+            **enc,
+            max_new_tokens=args.max_new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        tokens += generated_tokens(out[:, enc["input_ids"].shape[1] :], tokenizer.eos_token_id)
+    return tokens
+
+
+def run_psnlib(model, tokenizer, prompts: list[str], args: argparse.Namespace, seed: int) -> int:
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    samples = sample_tokens(
+        model,
+        ids,
+        args.samples,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        seed=seed,
+        progress=False,
+    )
+    return int(samples.lengths.sum())
+
+
+def matmul_gflops(model: PreTrainedModel, rows: int, reps: int = 20) -> float:
+    """Achieved GFLOP/s of (rows, hidden) x (hidden, intermediate) matmuls, best of ``reps``."""
+    x = torch.randn(rows, model.config.hidden_size)
+    w = torch.randn(model.config.intermediate_size, model.config.hidden_size)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.nn.functional.linear(x, w)
+        best = min(best, time.perf_counter() - start)
+    return 2 * x.shape[0] * x.shape[1] * w.shape[0] / best / 1e9
+
+
+def flops_per_token(model: PreTrainedModel, context: int) -> float:
+    """Forward FLOPs of one decoded token at ``context``: 2 per weight, plus attention.
+
+    The tied embedding counts once, as the head's matmul (the lookup costs no FLOPs).
+    """
+    config = model.config
+    attention = 4 * config.num_hidden_layers * config.hidden_size * context  # scores and mix
+    return 2 * count_parameters(model) + attention
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=256, help="samples per problem")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=1024, help="rows decoded together")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model, tokenizer, policy = load_model()
+    prompts = list(load_benchmark(MAIN_BENCHMARK, args.problems, seed=0)["prompt"])
+    rows = args.problems * args.samples
+    print(f"{policy}, {count_parameters(model):,} parameters, {rows} rows, {args.threads} threads")
+    print(f"batches of {args.batch_size} rows")
+
+    runs = {"generate": run_generate, "psnlib": run_psnlib}
+    rates: dict[str, list[float]] = {k: [] for k in runs}
+    lengths: dict[str, list[float]] = {k: [] for k in runs}
+    for r in range(args.rounds):
+        for name in list(runs)[r % 2 :] + list(runs)[: r % 2]:  # alternate who goes first
+            start = time.perf_counter()
+            tokens = runs[name](model, tokenizer, prompts, args, r)
+            seconds = time.perf_counter() - start
+            rates[name].append(tokens / seconds)
+            lengths[name].append(tokens / rows)
+            print(f"  round {r} {name:>8}: {tokens / seconds:8.0f} tokens/s ({seconds:.1f} s)")
+
+    gflops = matmul_gflops(model, args.batch_size)
+    mean_length = statistics.median(lengths["psnlib"])
+    context = len(prompts[0]) + mean_length / 2
+    bound = gflops * 1e9 / flops_per_token(model, int(context))
+    median = {k: statistics.median(v) for k, v in rates.items()}
+    ratio = median["psnlib"] / median["generate"]
+    print(
+        f"mean completion length: {mean_length:.1f} tokens (generate: "
+        f"{statistics.median(lengths['generate']):.1f})"
+    )
+    print(f"generate       : {median['generate']:8.0f} tokens/s (median of {args.rounds})")
+    print(f"psnlib.sampling: {median['psnlib']:8.0f} tokens/s (median of {args.rounds})")
+    print(f"ratio          : {ratio:.2f}x (target >= {TARGET_RATIO}x)")
+    print(
+        f"FLOP bound     : {bound:8.0f} tokens/s at {gflops:.1f} GFLOP/s achieved by matmul; "
+        f"psnlib.sampling reaches {median['psnlib'] / bound:.0%} of it"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Sampling: greedy equals ``generate``, sampled frequencies match the softmax, EOS and padding,
+seeds, log-probs, bad input; vLLM when installed."""
+
+import pytest
+import torch
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerBase,
+)
+
+from psnlib import sampling
+from psnlib.pretrain import build_policy
+from psnlib.profiles import get_profile
+from psnlib.sampling import decode, generate_samples, sample_tokens
+
+PROMPTS = ["7 3 5 4->22:", "1 2->3:", "12 11 10 9 8->99:", "6 6->36:", "10 2 3 5->60:"]
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    """The smoke base policy (2 layers, SFT for seconds): emits EOS, outputs vary by prompt."""
+    torch.set_num_threads(1)
+    model, tok, _ = build_policy(get_profile("smoke").base, root=tmp_path_factory.mktemp("p"))
+    return model, tok
+
+
+def gqa_llama(tok: PreTrainedTokenizerBase) -> LlamaForCausalLM:
+    """A random Llama with grouped-query attention (4 heads, 2 KV heads), large init: varied."""
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        initializer_range=0.5,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval()
+
+
+def ids_of(tok: PreTrainedTokenizerBase, prompts: list[str]) -> list[list[int]]:
+    return tok(prompts, add_special_tokens=False)["input_ids"]
+
+
+def reference_greedy(model, tok, prompt: str, max_new: int) -> list[int]:
+    """``generate``'s greedy tokens for one unpadded prompt, cut after the first EOS."""
+    ids = torch.tensor([ids_of(tok, [prompt])[0]])
+    out = model.generate(
+        ids, max_new_tokens=max_new, do_sample=False, pad_token_id=0, eos_token_id=2
+    )[0, ids.shape[1] :].tolist()
+    return out[: out.index(2) + 1] if 2 in out else out
+
+
+def rows(samples, i: int) -> list[list[int]]:
+    return [
+        samples.tokens[i, j, : samples.lengths[i, j]].tolist()
+        for j in range(len(samples.tokens[i]))
+    ]
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama-gqa"])
+def test_greedy_equals_generate_with_mixed_prompt_lengths(policy, family):
+    model, tok = policy
+    model = model if family == "qwen2" else gqa_llama(tok)
+    got = sample_tokens(
+        model,
+        ids_of(tok, PROMPTS),
+        2,
+        eos_token_id=2,
+        temperature=0,
+        max_new_tokens=24,
+        batch_size=3,
+        progress=False,
+    )
+    references = [reference_greedy(model, tok, p, 24) for p in PROMPTS]
+    assert len({tuple(r) for r in references}) > 1  # the model does not ignore its prompt
+    for i, want in enumerate(references):
+        assert rows(got, i) == [want, want]
+
+
+def test_sampled_next_tokens_follow_the_softmax(policy):
+    """Chi-square tests on the first sampled token and, given the commonest first token, the
+    second (a decode step through the KV cache), at temperatures 1 and 0.7."""
+    chi2 = pytest.importorskip("scipy.stats").chisquare
+    model, tok = policy
+    prompt = ids_of(tok, ["7 3 5 4->22:"])[0]
+    for temperature in (1.0, 0.7):
+        s = sample_tokens(
+            model,
+            [prompt],
+            6000,
+            eos_token_id=2,
+            temperature=temperature,
+            max_new_tokens=2,
+            seed=1,
+            progress=False,
+        )
+        first = s.tokens[0, :, 0]
+        top = int(first.mode().values)
+        for context, drawn in ((prompt, first), (prompt + [top], s.tokens[0, first == top, 1])):
+            with torch.no_grad():
+                logits = model(torch.tensor([context])).logits[0, -1]
+            p = torch.softmax(logits.double() / temperature, -1)
+            expected = p * len(drawn)
+            keep = expected >= 5  # pool the rare tokens into one cell
+            observed = torch.bincount(drawn, minlength=len(p)).double()
+            obs = torch.cat([observed[keep], observed[~keep].sum()[None]])
+            exp = torch.cat([expected[keep], expected[~keep].sum()[None]])
+            assert chi2(obs.numpy(), exp.numpy()).pvalue > 1e-3, (temperature, context)
+
+
+def test_logprobs_and_entropies_match_teacher_forcing(policy):
+    model, tok = policy
+    prompts = ids_of(tok, PROMPTS[:3])
+    s = sample_tokens(
+        model,
+        prompts,
+        3,
+        eos_token_id=2,
+        temperature=0.8,
+        max_new_tokens=20,
+        with_stats=True,
+        batch_size=4,
+        progress=False,
+    )
+    for i, prompt in enumerate(prompts):
+        for j in range(3):
+            L = int(s.lengths[i, j])
+            full = torch.tensor([prompt + s.tokens[i, j, :L].tolist()])
+            with torch.no_grad():
+                logits = model(full).logits[0, len(prompt) - 1 : -1] / 0.8  # (L, V)
+            logp = torch.log_softmax(logits, -1)
+            want = logp.gather(-1, full[0, len(prompt) :, None])[:, 0]
+            torch.testing.assert_close(s.logprobs[i, j, :L], want, atol=1e-4, rtol=0)
+            entropy = -(logp.exp() * logp).sum(-1)
+            torch.testing.assert_close(s.entropies[i, j, :L], entropy, atol=1e-4, rtol=0)
+            assert (s.logprobs[i, j, L:] == 0).all() and (s.entropies[i, j, L:] == 0).all()
+
+
+def test_rows_stop_at_eos_or_the_token_budget(policy):
+    model, tok = policy
+    s = sample_tokens(
+        model,
+        ids_of(tok, PROMPTS),
+        40,
+        eos_token_id=2,
+        pad_token_id=0,
+        max_new_tokens=12,
+        batch_size=64,
+        progress=False,
+    )
+    ended = s.tokens == 2  # (P, n, L)
+    assert 0 < ended.any(-1).float().mean() < 1  # some rows ended, some hit the budget
+    for i in range(len(PROMPTS)):
+        for j in range(40):
+            L, row = int(s.lengths[i, j]), s.tokens[i, j].tolist()
+            assert 2 not in row[: L - 1] and all(t == 0 for t in row[L:])
+            assert row[L - 1] == 2 or L == 12
+
+
+def test_samples_depend_on_seed_prompt_and_index_only(policy):
+    """Batch size, other prompts and their order never change a prompt's samples."""
+    model, tok = policy
+    ids = ids_of(tok, PROMPTS)
+    kwargs = dict(eos_token_id=2, max_new_tokens=16, progress=False)
+    a = sample_tokens(model, ids, 8, batch_size=1000, **kwargs)
+    b = sample_tokens(model, ids, 8, batch_size=5, **kwargs)
+    assert torch.equal(a.tokens, b.tokens)
+    alone = sample_tokens(model, [ids[2]] + ids[:2], 8, batch_size=7, **kwargs)
+    assert not torch.equal(alone.tokens[0], a.tokens[2])  # prompt index 0 != 2: another stream
+    swapped = sample_tokens(model, [ids[1], ids[0], ids[2]], 8, **kwargs)
+    assert torch.equal(swapped.tokens[2], a.tokens[2])  # index 2 in both calls, other order
+    other_seed = sample_tokens(model, ids, 8, seed=1, **kwargs)
+    assert not torch.equal(other_seed.tokens, a.tokens)
+    assert len({tuple(r) for r in rows(a, 0)}) > 1  # samples of one prompt differ
+
+
+def test_generate_samples_decodes_text(policy):
+    model, tok = policy
+    out = generate_samples(
+        model, tok, PROMPTS[:2], 3, temperature=0, max_new_tokens=24, progress=False
+    )
+    assert [len(texts) for texts in out] == [3, 3]
+    assert out[0][0] == tok.decode(reference_greedy(model, tok, PROMPTS[0], 24)[:-1])
+    s = sample_tokens(model, ids_of(tok, PROMPTS[:1]), 2, eos_token_id=2, progress=False)
+    assert all("<" not in text for text in decode(tok, s)[0])  # special tokens dropped
+
+
+def test_bad_input_names_the_value(policy):
+    model, tok = policy
+    ids = ids_of(tok, PROMPTS[:1])
+    with pytest.raises(ValueError, match="got 0, 1024, 48"):
+        sample_tokens(model, ids, 0, eos_token_id=2)
+    with pytest.raises(ValueError, match="temperature must be >= 0, got -1"):
+        sample_tokens(model, ids, 1, eos_token_id=2, temperature=-1)
+    with pytest.raises(ValueError, match=r"empty prompt\(s\) at \[1\]"):
+        sample_tokens(model, [ids[0], []], 1, eos_token_id=2)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2))
+    with pytest.raises(ValueError, match="model_type 'gpt2'"):
+        sample_tokens(gpt2, ids, 1, eos_token_id=2)
+
+
+def test_vllm_engine_samples_like_the_api_says(tmp_path, policy):
+    if sampling.vllm is None:
+        pytest.skip("vllm is not installed (GPU-only engine); the torch decoder is tested above")
+    if not torch.cuda.is_available():
+        pytest.skip("vllm is installed but no CUDA device is available")
+    model, tok = policy
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    llm = sampling.vllm.LLM(str(tmp_path), dtype="float32", gpu_memory_utilization=0.2)
+    ids = ids_of(tok, PROMPTS)
+    s = sample_tokens(
+        llm, ids, 4, eos_token_id=2, pad_token_id=0, max_new_tokens=16, with_stats=True
+    )
+    assert s.tokens.shape == (len(PROMPTS), 4, 16) and s.entropies is None
+    assert ((s.lengths >= 1) & (s.lengths <= 16)).all()
+    greedy = sample_tokens(llm, ids, 1, eos_token_id=2, temperature=0, max_new_tokens=16)
+    torch_greedy = sample_tokens(
+        model, ids, 1, eos_token_id=2, temperature=0, max_new_tokens=16, progress=False
+    )
+    assert torch.equal(greedy.tokens, torch_greedy.tokens)
