@@ -1,14 +1,45 @@
-"""Evaluation: sample many completions per problem, verify them exactly, pass@k over problems."""
+"""Evaluation: sample many completions per problem, verify them exactly, score them, and keep
+the results as tidy tables (``psnlib.store``), so a finished evaluation is never recomputed."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import numpy as np
 import pandas as pd
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.metrics import pass_at_k
-from psnlib.sampling import generate_samples
+from psnlib.metrics import bootstrap_ci
+from psnlib.profiles import Profile, get_profile
+from psnlib.response_metrics import (
+    distinct_correct,
+    informativeness,
+    mean_token_entropy,
+    pairwise_diversity,
+    solution_count,
+    step_score,
+)
+from psnlib.sampling import decode, sample_tokens
+from psnlib.store import ResultStore, weights_fingerprint
+from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
+
+EVAL_VERSION = 1  # bump when a change here changes stored results
+
+
+def _problem_row(problem: Problem, texts: list[str], seed: int) -> dict[str, Any]:
+    scores = [step_score(problem, t) for t in texts]
+    errors = [s.first_error for s in scores if s.first_error is not None]
+    return {
+        "correct": sum(verify(problem, t).correct for t in texts),
+        "distinct_correct": distinct_correct(problem, texts),
+        "solutions": solution_count(problem),
+        "diversity": pairwise_diversity(texts, seed=seed),
+        "step_validity": float(np.nanmean([s.valid_fraction for s in scores] or [np.nan])),
+        "first_error": float(np.mean(errors)) if errors else float("nan"),
+    }
 
 
 def evaluate_policy(
@@ -21,30 +52,132 @@ def evaluate_policy(
     temperature: float = 1.0,
     max_new_tokens: int = 48,
     seed: int = 0,
+    batch_size: int = 1024,
+    informativeness_samples: int = 8,
+    progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample ``n`` completions per problem and score them exactly.
 
-    Returns ``(problems, curve)``: one row per problem (``correct`` of ``n``), and one row per k
-    with the mean unbiased pass@k over problems.
+    Returns ``(problems, curve)``. ``problems``: one row per problem with prompt, numbers,
+    target, n and
+
+    - ``correct``: samples that are correct;
+    - ``distinct_correct``: distinct correct solutions (canonical forms) among them, against
+      ``solutions``, the distinct solutions the problem has (None above 4 numbers);
+    - ``diversity``: 1 - mean lexical similarity of random pairs of samples;
+    - ``step_validity``: mean share of a sample's steps that are valid; ``first_error``: mean
+      index of the first failing step, over samples with one (ReCEval-style, exact);
+    - ``informativeness``: mean rise of log p(final step) per step, over the first
+      ``informativeness_samples`` samples of the problem;
+    - ``entropy``: mean token entropy; ``length``: mean completion length in tokens.
+
+    ``curve``: one row per k <= n, the mean unbiased pass@k over problems and its 95%
+    bootstrap interval over problems (lo, hi).
     """
-    samples = generate_samples(
+    if len(dataset) == 0:
+        raise ValueError("evaluate_policy needs at least one problem, got an empty dataset")
+    samples = sample_tokens(
         model,
-        tokenizer,
-        list(dataset["prompt"]),
+        tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"],
         n,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
         temperature=temperature,
         max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
         seed=seed,
+        with_stats=True,
+        progress=progress,
     )
+    texts = decode(tokenizer, samples)
+    problems = [Problem(tuple(row["numbers"]), row["target"]) for row in dataset]
+    scored = [
+        (p, t) for p, ts in zip(problems, texts, strict=True) for t in ts[:informativeness_samples]
+    ]
+    gains = informativeness(model, tokenizer, scored)
+    per_problem = max(0, min(informativeness_samples, n))
     rows = []
-    for row, completions in zip(dataset, samples, strict=True):
-        problem = Problem(tuple(row["numbers"]), row["target"])
-        correct = sum(verify(problem, c).correct for c in completions)
-        rows.append({"prompt": row["prompt"], "n": n, "correct": correct})
-    problems = pd.DataFrame(rows)
-    curve = pd.DataFrame(
-        {"k": k, "pass_at_k": float(pass_at_k(n, problems["correct"].to_numpy(), k).mean())}
-        for k in ks
-        if k <= n
-    )
-    return problems, curve
+    for i, (problem, completions) in enumerate(zip(problems, texts, strict=True)):
+        mine = [g.mean() for g in gains[i * per_problem : (i + 1) * per_problem] if len(g)]
+        rows.append(
+            {
+                "prompt": problem.prompt,
+                "numbers": list(problem.numbers),
+                "target": problem.target,
+                "n": n,
+                **_problem_row(problem, completions, seed),
+                "informativeness": float(np.mean(mine)) if mine else float("nan"),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if samples.entropies is not None:
+        table["entropy"] = mean_token_entropy(samples.entropies, samples.lengths)
+    table["length"] = samples.lengths.double().mean(-1).numpy()
+    curve = bootstrap_ci(n, table["correct"].to_numpy(), [k for k in ks if k <= n], seed=seed)
+    return table, curve
+
+
+def eval_config(
+    model: PreTrainedModel, profile: Profile, run_key: str, seed: int
+) -> dict[str, Any]:
+    """Everything that determines an evaluation's results (the store key covers all of it)."""
+    return {
+        "run": run_key,
+        "weights": weights_fingerprint(model),
+        "problems": profile.eval_problems,
+        "samples": profile.eval_samples,
+        "temperature": profile.eval_temperature,
+        "max_new_tokens": profile.max_completion_length,
+        "ks": list(profile.ks),
+        "seed": seed,
+        "version": EVAL_VERSION,
+    }
+
+
+def evaluate_benchmarks(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    profile: str | Profile,
+    benchmarks: tuple[str, ...] | None = None,
+    *,
+    run_key: str,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Evaluate a policy on benchmarks (default: the profile's) at the profile's scale.
+
+    ``run_key`` names the policy (e.g. ``"base"`` or a run's directory name); results go to
+    ``data/results/<profile>/<run_key>-<hash>/``, one part per benchmark, and finished parts are
+    loaded, not recomputed. The hash covers ``eval_config`` (a fingerprint of the weights
+    included), not the benchmark list, so adding a benchmark reuses the others.
+
+    Returns ``{"problems": run x benchmark x problem, "curves": run x benchmark x k}``, with
+    columns run, seed, benchmark first, and ``seconds`` per benchmark in ``curves``.
+    """
+    profile = get_profile(profile)
+    store = ResultStore.for_run(profile.name, run_key, eval_config(model, profile, run_key, seed))
+
+    def compute(benchmark: str) -> dict[str, pd.DataFrame]:
+        start = time.perf_counter()
+        problems, curve = evaluate_policy(
+            model,
+            tokenizer,
+            load_benchmark(benchmark, profile.eval_problems, seed=seed),
+            n=profile.eval_samples,
+            ks=profile.ks,
+            temperature=profile.eval_temperature,
+            max_new_tokens=profile.max_completion_length,
+            seed=seed,
+            progress=progress,
+        )
+        return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
+
+    out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}
+    for benchmark in benchmarks or profile.benchmarks:
+        tables = store.cached(benchmark, lambda b=benchmark: compute(b))
+        for name, table in tables.items():
+            keys = pd.DataFrame(
+                {"run": run_key, "seed": seed, "benchmark": benchmark}, index=table.index
+            )
+            out[name].append(pd.concat([keys, table], axis=1))
+    return {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}

@@ -99,6 +99,8 @@ def answer_logprobs(
     batch_size: int = 512,
 ) -> np.ndarray:
     """``log p(answer + EOS | context)`` under ``model`` for each pair, teacher-forced: (N,)."""
+    if not contexts:
+        return np.zeros(0)
     ctx = tokenizer(contexts, add_special_tokens=False)["input_ids"]
     ans = tokenizer(answers, add_special_tokens=False)["input_ids"]
     rows = [c + a + [tokenizer.eos_token_id] for c, a in zip(ctx, ans, strict=True)]
@@ -138,11 +140,12 @@ def informativeness(
 
 
 def mean_token_entropy(entropies: torch.Tensor, lengths: torch.Tensor) -> np.ndarray:
-    """Per prompt, the mean over its responses of their mean token entropy: (P, n, L) and
-    (P, n) -> (P,)."""
+    """Per prompt, the mean over its responses of their mean token entropy (over their first
+    ``lengths`` tokens): (P, n, L) and (P, n) -> (P,)."""
     if entropies.shape[:2] != lengths.shape or (lengths < 1).any():
         raise ValueError(
             f"entropies (P, n, L) and lengths (P, n) >= 1 must match, got shapes "
             f"{tuple(entropies.shape)} and {tuple(lengths.shape)}"
         )
-    return (entropies.sum(-1) / lengths).mean(-1).double().numpy()
+    inside = torch.arange(entropies.shape[-1]) < lengths[..., None]  # (P, n, L)
+    return ((entropies * inside).sum(-1) / lengths).mean(-1).double().numpy()

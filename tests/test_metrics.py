@@ -241,7 +241,7 @@ def test_informativeness_is_the_rise_of_the_final_steps_logprob():
 
 
 def test_mean_token_entropy():
-    entropies = torch.tensor([[[1.0, 3.0, 0.0], [2.0, 0.0, 0.0]]])  # (P=1, n=2, L=3)
+    entropies = torch.tensor([[[1.0, 3.0, 5.0], [2.0, 7.0, 0.0]]])  # (P=1, n=2, L=3)
     lengths = torch.tensor([[2, 1]])
     assert mean_token_entropy(entropies, lengths).tolist() == [2.0]  # mean of 2 and 2
     with pytest.raises(ValueError, match=r"got shapes \(1, 2, 3\) and \(2,\)"):

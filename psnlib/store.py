@@ -1,0 +1,107 @@
+"""Evaluation results on disk: tidy tables keyed by a hash of the full run configuration.
+
+A run's results live in ``data/results/<profile>/<label>-<hash>/``, where the hash covers the
+configuration (``config.json`` beside them). They are written in *parts* (e.g. one per
+benchmark), each one JSON file of named tables written atomically once the part is finished, so a
+finished evaluation is loaded instead of recomputed and an interrupted one resumes at the first
+missing part. Any change to the configuration gives a new hash, hence a new directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from psnlib.io import atomic_write_json, data_dir
+
+NAME = re.compile(r"[A-Za-z0-9][\w.+-]*")  # labels and part names: safe as file names
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """Short stable hash of a JSON-able configuration (key order does not matter)."""
+    blob = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@torch.no_grad()
+def weights_fingerprint(model: torch.nn.Module, values_per_tensor: int = 4096) -> str:
+    """Short hash of a model's weights: per tensor its name, shape, dtype, sum, sum of squares and
+    up to ``values_per_tensor`` evenly strided values (one pass, cheap for large models too)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name, p in model.state_dict().items():
+        flat = p.reshape(-1).double()
+        sample = flat[:: max(1, flat.numel() // values_per_tensor)]
+        sums = torch.stack([flat.sum(), flat.square().sum()])
+        digest.update(f"{name}{tuple(p.shape)}{p.dtype}".encode())
+        digest.update(torch.cat([sums, sample]).cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise ValueError(
+            f"{kind} {name!r} must be a file-safe name: letters, digits and . _ + - "
+            "(not starting with a symbol)"
+        )
+    return name
+
+
+class ResultStore:
+    """The result parts of one run configuration (see the module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def for_run(
+        cls, profile: str, label: str, config: dict[str, Any], root: Path | None = None
+    ) -> ResultStore:
+        """The store of ``config`` under ``<root>/<profile>/<label>-<hash>`` (default root:
+        ``data_dir()/results``); writes ``config.json`` there on first use."""
+        root = Path(root) if root is not None else data_dir() / "results"
+        name = f"{_check_name('label', label)}-{config_hash(config)}"
+        store = cls(root / _check_name("profile", profile) / name)
+        config_file = store.path / "config.json"
+        if not config_file.exists():
+            atomic_write_json(config_file, config)
+        return store
+
+    def part_path(self, part: str) -> Path:
+        return self.path / f"{_check_name('part', part)}.json"
+
+    def parts(self) -> list[str]:
+        """The finished parts, sorted."""
+        return sorted(p.stem for p in self.path.glob("*.json") if p.name != "config.json")
+
+    def load(self, part: str) -> dict[str, pd.DataFrame] | None:
+        """The tables of a finished part, or None if it is not finished."""
+        path = self.part_path(part)
+        if not path.exists():
+            return None
+        tables = json.loads(path.read_text())["tables"]
+        return {name: pd.DataFrame(t["data"], columns=t["columns"]) for name, t in tables.items()}
+
+    def save(self, part: str, tables: dict[str, pd.DataFrame]) -> Path:
+        """Write a finished part atomically (its index is dropped)."""
+        records = {
+            name: {"columns": list(t.columns), "data": t.to_dict(orient="split")["data"]}
+            for name, t in tables.items()
+        }
+        return atomic_write_json(self.part_path(part), {"tables": records})
+
+    def cached(
+        self, part: str, compute: Callable[[], dict[str, pd.DataFrame]]
+    ) -> dict[str, pd.DataFrame]:
+        """The part's tables: loaded if finished, else computed by ``compute()`` and saved."""
+        tables = self.load(part)
+        if tables is None:
+            tables = compute()
+            self.save(part, tables)
+        return tables
