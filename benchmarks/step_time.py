@@ -6,7 +6,9 @@ rollouts (the diversity scheduler's two clean answers per prompt too). They take
 steps each, the order rotating every round), so drift in machine load hits all of them alike.
 Each step is timed from ``on_step_begin`` to ``on_step_end`` (generation, loss, backward,
 optimizer step and the sigma update), in wall time and in the process's CPU time (the steadier
-of the two when other jobs share the cores), and the medians are compared.
+of the two when other jobs share the cores). A ratio is the median over rounds of the two
+trainers' mean step times in that round: turns of one round run minutes apart at most, so a
+change of machine load between rounds cancels out.
 
     python benchmarks/step_time.py              # ~3 minutes on 2 cores
     python benchmarks/step_time.py --rounds 3   # quicker, noisier
@@ -80,13 +82,14 @@ def make_trainer(
     )
     if name == "grpo":
         config, trainer_cls = GRPOConfig(**settings), GRPOTrainer
-    elif name == "psn-div":  # the testbed's Variant II: lexical d_sem (psnlib.schedulers)
+    elif name == "psn-div":  # Variant II as the testbed runs it (psnlib.runs.ARMS["psn_div"])
         config = PSNGRPOConfig(
             **settings,
             sigma=args.sigma,
             noise_scope="rollout",
             sigma_scheduler="diversity",
             div_similarity="lexical",
+            div_fraction=args.div_fraction,
         )
         trainer_cls = PSNGRPOTrainer
     else:
@@ -117,6 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size", default="base", help="tiny policy size (psnlib.models)")
     parser.add_argument("--sigma", type=float, default=0.003)
     parser.add_argument(
+        "--div-fraction", type=float, default=0.5, help="psn-div: share of prompts with clean pairs"
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -125,8 +131,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """Median ``wall`` and ``cpu`` seconds per step of each trainer in ``NAMES``."""
+def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """Mean ``wall`` and ``cpu`` seconds per step of each trainer in ``NAMES``, one per round."""
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,15 +144,27 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             turn = round_ % len(NAMES)
             for name in NAMES[turn:] + NAMES[:turn]:
                 runs[name][0].train()
+    per_turn = args.steps_per_turn
     return {
-        name: {"wall": statistics.median(timer.wall), "cpu": statistics.median(timer.cpu)}
+        name: {
+            clock: [
+                statistics.mean(times[i : i + per_turn]) for i in range(0, len(times), per_turn)
+            ]
+            for clock, times in (("wall", timer.wall), ("cpu", timer.cpu))
+        }
         for name, (_, timer) in runs.items()
     }
 
 
+def ratio(times: dict[str, dict[str, list[float]]], name: str, reference: str, clock: str) -> float:
+    """Median over rounds of ``name``'s step time over ``reference``'s in the same round."""
+    pairs = zip(times[name][clock], times[reference][clock], strict=True)
+    return statistics.median(t / t_ref for t, t_ref in pairs)
+
+
 def main() -> None:
     args = parse_args()
-    medians = measure(args)
+    times = measure(args)
     print(
         f"tiny {args.size} policy, {args.prompts} prompts x G={args.generations}, "
         f"{args.max_completion_length} tokens, sigma={args.sigma}, "
@@ -156,13 +174,15 @@ def main() -> None:
         f"{'trainer':<12} {'wall s':>7} {'ratio':>6} {'cpu s':>7} {'ratio':>6} "
         f"{'bound':>6}  ratios vs"
     )
-    for name, median in medians.items():
+    for name, clocks in times.items():
         reference, bound = BOUNDS.get(name, ("grpo", None))
-        base = medians[reference]
+        columns = [
+            f"{statistics.median(clocks[clock]):>7.3f} {ratio(times, name, reference, clock):>6.3f}"
+            for clock in ("wall", "cpu")
+        ]
         print(
-            f"{name:<12} {median['wall']:>7.3f} {median['wall'] / base['wall']:>6.3f} "
-            f"{median['cpu']:>7.3f} {median['cpu'] / base['cpu']:>6.3f} "
-            f"{'' if bound is None else f'{bound:.2f}':>6}  {reference}"
+            f"{name:<12} {' '.join(columns)} {'' if bound is None else f'{bound:.2f}':>6}  "
+            f"{reference}"
         )
 
 

@@ -28,11 +28,17 @@ from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
-# scope and TIS cap from the profile.
+# scope and TIS cap from the profile, and the adaptive arms start from that sigma.
 ARMS: dict[str, dict[str, Any]] = {
     "grpo": {"sigma": 0.0, "use_tis": False},
     "psn": {},
     "psn_no_tis": {"use_tis": False},
+    # Variant I. Target calibrated on the cpu testbed, whose KL proxy is ~5e-4 at sigma 0.003
+    # (the paper's 0.003-0.005 suit its 7B models).
+    "psn_kl": {"sigma_scheduler": "kl_target", "kl_target": 0.001},
+    # Variant II. Lexical d_sem suits arithmetic chains (psnlib.schedulers); clean pairs for half
+    # of each step's prompts keep its cost on CPU, where every extra row costs, under 10%.
+    "psn_div": {"sigma_scheduler": "diversity", "div_similarity": "lexical", "div_fraction": 0.5},
 }
 CACHE_VERSION = 1
 

@@ -120,10 +120,11 @@ class PSNGRPOConfig(GRPOConfig):
         default=0.99,
         metadata={"help": "Variant II: beta in (0, 1); sigma /= beta (collapse) or *= beta."},
     )
-    div_prompts: int | None = field(
-        default=None,
+    div_fraction: float = field(
+        default=1.0,
         metadata={
-            "help": "Variant II: prompts per step answered twice by the clean policy; None: all."
+            "help": "Variant II: share of each step's prompts (rounded up) that the clean policy "
+            "answers twice, in (0, 1]; 1 is the paper's every prompt."
         },
     )
     div_similarity: str = field(
@@ -160,10 +161,8 @@ class PSNGRPOConfig(GRPOConfig):
         self.sigma_schedule()  # validates sigma_scheduler and its settings
         if self.sigma_scheduler == "diversity":
             check_similarity(self.div_similarity)
-            if self.div_prompts is not None and self.div_prompts < 1:
-                raise ValueError(
-                    f"div_prompts must be >= 1 (or None for every prompt), got {self.div_prompts}"
-                )
+            if not 0 < self.div_fraction <= 1:
+                raise ValueError(f"div_fraction must be in (0, 1], got {self.div_fraction}")
         check_tis(self.tis_cap, self.tis_level)
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(
@@ -219,15 +218,17 @@ class SampledLogps:
 
     A forward hook keeps the temperature-scaled log-softmax of the last position; the next
     decoding step's input token is the one sampled from it. Same definition as TRL's log-probs.
-    With ``certainty``, it also keeps the self-certainty ``KL(U || p)`` of every decoding step's
-    distribution (raw logits, ``psnlib.schedulers.self_certainty``).
+    For the rows from ``certainty_from`` on, it also keeps the self-certainty ``KL(U || p)`` of
+    every decoding step's distribution (raw logits, ``psnlib.schedulers.self_certainty``).
     """
 
-    def __init__(self, model: nn.Module, temperature: float, certainty: bool = False) -> None:
-        self.model, self.temperature = model, temperature
+    def __init__(
+        self, model: nn.Module, temperature: float, certainty_from: int | None = None
+    ) -> None:
+        self.model, self.temperature, self.certainty_from = model, temperature, certainty_from
         self.steps: list[torch.Tensor] = []  # one (B, 1) per decoded token but the last
         self.last: torch.Tensor | None = None  # (B, V)
-        self.certainty: list[torch.Tensor] | None = [] if certainty else None  # (B,) per token
+        self.certainty: list[torch.Tensor] = []  # one (B - certainty_from,) per decoded token
 
     def __enter__(self) -> SampledLogps:
         self.handle = self.model.register_forward_hook(self.hook, with_kwargs=True)
@@ -242,8 +243,8 @@ class SampledLogps:
             self.steps.append(self.last.gather(1, input_ids[:, -1:]))  # (B, 1)
         logits = output.logits[:, -1].float()  # (B, V)
         self.last = torch.log_softmax(logits / self.temperature, dim=-1)
-        if self.certainty is not None:
-            self.certainty.append(self_certainty(logits))  # (B,)
+        if self.certainty_from is not None:
+            self.certainty.append(self_certainty(logits[self.certainty_from :]))
 
     def logps(self, completion_ids: list[list[int]]) -> list[list[float]]:
         """The log-probs of each (unpadded) completion, in the list-of-lists form TRL expects."""
@@ -254,8 +255,9 @@ class SampledLogps:
         return [row[: len(ids)].tolist() for row, ids in zip(table, completion_ids, strict=True)]
 
     def self_certainty(self, completion_ids: list[list[int]]) -> list[float]:
-        """Eq. SC of each completion: the mean self-certainty over its positions."""
-        table = torch.stack(self.certainty, dim=1)  # (B, L)
+        """Eq. SC of each completion from row ``certainty_from`` on: the mean over its positions."""
+        table = torch.stack(self.certainty, dim=1)  # (B - certainty_from, L)
+        completion_ids = completion_ids[self.certainty_from :]
         return [
             row[: max(len(ids), 1)].mean().item()
             for row, ids in zip(table, completion_ids, strict=True)
@@ -396,22 +398,23 @@ class PSNGRPOTrainer(GRPOTrainer):
         with (
             clean_rows(model, self.noise.targets, len(rows), len(pairs)),
             perturbed_rows(model, self.noise, self.state.global_step, indices[order], self.sigma),
-            SampledLogps(model, self.temperature, certainty=bool(pairs)) as sampled,
+            SampledLogps(model, self.temperature, len(rows) if pairs else None) as sampled,
         ):
             completion_ids, _ = super()._generate_single_turn(rows + pairs, *extra)
         if pairs:
             self._measure_diversity(
-                completion_ids[len(rows) :], sampled.self_certainty(completion_ids)[len(rows) :]
+                completion_ids[len(rows) :], sampled.self_certainty(completion_ids)
             )
         logps = sampled.logps(completion_ids)
         unsort = torch.argsort(torch.tensor(order)).tolist()  # back to TRL's row order
         return [completion_ids[i] for i in unsort], [logps[i] for i in unsort]
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """Each distinct prompt twice (up to ``div_prompts`` of them) when ``d_sem`` is needed."""
+        """The first ``div_fraction`` of the distinct prompts, each twice, if ``d_sem`` is read."""
         if "d_sem" not in self.scheduler.signals:
             return []
-        distinct = list(dict.fromkeys(map(tuple, prompt_ids)))[: self.args.div_prompts]
+        distinct = list(dict.fromkeys(map(tuple, prompt_ids)))
+        distinct = distinct[: math.ceil(self.args.div_fraction * len(distinct))]
         return [list(ids) for ids in distinct for _ in range(2)]
 
     def _measure_diversity(self, pair_ids: list[list[int]], certainties: list[float]) -> None:

@@ -117,7 +117,10 @@ def logps_of(model, prompt_ids, completion_ids, temperature: float) -> torch.Ten
         ({"sigma_scheduler": "diversity", "div_lam": -0.5}, r"div_lam .* \[0, 1\]"),
         ({"sigma_scheduler": "diversity", "div_beta": 1.0}, r"div_beta .* \(0, 1\), got 1.0"),
         ({"sigma_scheduler": "diversity", "div_beta": 0.0}, r"div_beta .* \(0, 1\)"),
-        ({"sigma_scheduler": "diversity", "div_prompts": 0}, r"div_prompts must be >= 1"),
+        (
+            {"sigma_scheduler": "diversity", "div_fraction": 0.0},
+            r"div_fraction must be in \(0, 1\]",
+        ),
         ({"sigma_scheduler": "diversity", "div_similarity": "bert"}, r"'bert'; allowed: auto"),
         (
             {"advantage_mode": "passk", "passk_k": G + 1},
@@ -317,7 +320,7 @@ def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path,
         noise_scope="rollout",
         sigma_scheduler="diversity",
         div_similarity="lexical",
-        div_prompts=1,
+        div_fraction=0.5,
         max_steps=3,
     )
     measured = []
@@ -337,7 +340,7 @@ def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path,
     trainer.model.train()
     trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
     (pair_ids, certainties) = measured[0]
-    assert len(pair_ids) == 2  # div_prompts=1: one prompt, answered twice
+    assert len(pair_ids) == 2  # half of the two prompts, answered twice
     prompt = torch.tensor(prompts[0][0])
     for ids, sc in zip(pair_ids, certainties, strict=True):
         logits = logits_of(clean, prompt, torch.tensor(ids))  # the clean policy's, not noisy
@@ -389,9 +392,9 @@ def test_step_time_overhead_is_within_bounds():
     spec = importlib.util.spec_from_file_location("step_time", path)
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
-    medians = benchmark.measure(benchmark.parse_args([]))  # the defaults, ~3 minutes
+    times = benchmark.measure(benchmark.parse_args([]))  # the defaults, ~3 minutes
     ratios = {
-        name: (medians[name]["cpu"] / medians[reference]["cpu"], reference, bound)  # CPU time:
+        name: (benchmark.ratio(times, name, reference, "cpu"), reference, bound)  # CPU time:
         for name, (reference, bound) in benchmark.BOUNDS.items()  # robust to other load
     }
     over = [f"{n}: {r:.3f} x {ref}, bound {b}" for n, (r, ref, b) in ratios.items() if r > b]
