@@ -53,7 +53,7 @@ def evaluate_policy(
     max_new_tokens: int = 48,
     seed: int = 0,
     batch_size: int = 1024,
-    informativeness_samples: int = 8,
+    informativeness_samples: int = 2,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample ``n`` completions per problem and score them exactly.
