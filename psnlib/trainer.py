@@ -264,6 +264,19 @@ class SampledLogps:
         ]
 
 
+def target_linears(model: nn.Module, targets: tuple[str, ...]) -> list[nn.Linear]:
+    """The layers that hold the targeted weights; clean rows need them all to be ``nn.Linear``."""
+    modules = dict(model.named_modules())
+    names = dict.fromkeys(name.rpartition(".")[0] for name in target_parameters(model, targets))
+    layers = [modules[name] for name in names]
+    if any(not isinstance(layer, nn.Linear) for layer in layers):
+        raise ValueError(
+            "the diversity scheduler's clean samples share the rollout batch, which needs noise "
+            "targets on nn.Linear layers only; narrow noise_targets"
+        )
+    return layers
+
+
 @contextmanager
 def clean_rows(
     model: nn.Module, targets: tuple[str, ...], num_noisy: int, num_clean: int
@@ -279,13 +292,6 @@ def clean_rows(
     if num_clean == 0:
         yield
         return
-    modules = dict(model.named_modules())
-    layers = {modules[name.rpartition(".")[0]] for name in target_parameters(model, targets)}
-    if any(not isinstance(layer, nn.Linear) for layer in layers):
-        raise ValueError(
-            "the diversity scheduler's clean samples share the rollout batch, which needs noise "
-            "targets on nn.Linear layers only; narrow noise_targets"
-        )
     tails: dict[nn.Module, torch.Tensor] = {}
 
     def split(layer: nn.Module, args: tuple) -> tuple:
@@ -299,7 +305,7 @@ def clean_rows(
         return hook
 
     handles = []
-    for layer in layers:
+    for layer in target_linears(model, targets):
         bias = None if layer.bias is None else layer.bias.detach().clone()
         handles.append(layer.register_forward_pre_hook(split))
         handles.append(layer.register_forward_hook(join(layer.weight.detach().clone(), bias)))
@@ -353,9 +359,12 @@ class PSNGRPOTrainer(GRPOTrainer):
         self.scheduler = args.sigma_schedule()
         self._signals: dict[str, list[float]] = defaultdict(list)  # since the last sigma update
         self.similarity = similarity
-        if self.similarity is None and "d_sem" in self.scheduler.signals:
-            self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
-        target_parameters(self.accelerator.unwrap_model(self.model), self.noise.targets)
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        target_parameters(unwrapped, self.noise.targets)  # each target must match
+        if "d_sem" in self.scheduler.signals:
+            target_linears(unwrapped, self.noise.targets)
+            if self.similarity is None:
+                self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
         # TRL scores the clean policy at rollout time (`old_per_token_logps`) only when one
         # generation batch feeds several optimizer steps; otherwise the loss forward's clean
         # log-probs are the rollout-time ones, and TIS happens in the loss at no extra cost.

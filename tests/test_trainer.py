@@ -153,6 +153,11 @@ def test_target_matching_no_parameter_fails_when_the_trainer_is_built(tmp_path):
         make_trainer(tmp_path, noise_targets=["mlp", "conv_.*"])
 
 
+def test_diversity_scheduler_needs_linear_noise_targets(tmp_path):
+    with pytest.raises(ValueError, match=r"nn.Linear layers only; narrow noise_targets"):
+        make_trainer(tmp_path, sigma_scheduler="diversity", noise_targets=["mlp", "norm"])
+
+
 # ----------------------------------------------------------------------------- equivalence
 
 
