@@ -4,9 +4,9 @@
 request, per-token log-probs and entropies). It decodes one token per step for up to
 ``batch_size`` rows at once, with the model's own modules and a KV cache written in place, and
 keeps the batch full: rows leave at EOS and new rows join as *cohorts*. A cohort is a set of rows
-that joined together: one prefill of their prompts (each prompt once, its KV copied to its rows)
-and a time axis of their own, so attention never spans more than a row's own history. Everything
-but attention (norms, projections, MLP, head) runs on all rows together.
+that joined together: one prefill of their prompts (each prompt once, its KV shared by all its
+samples) and a time axis of their own, so attention never spans more than a row's own history.
+Everything but attention (norms, projections, MLP, head) runs on all rows together.
 
 Sampling is by inverse CDF with one uniform per row and step. The uniforms of prompt ``i`` come
 from a generator seeded by ``(seed, i)``, so sample ``j`` of prompt ``i`` depends on the seed, the
