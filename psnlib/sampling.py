@@ -144,13 +144,14 @@ class _Decoder:
     """
 
     def __init__(self, model: PreTrainedModel, max_new_tokens: int, pad_token_id: int) -> None:
-        if model.config.model_type not in LLAMA_LAYOUT:
+        config = model.config
+        if config.model_type not in LLAMA_LAYOUT or getattr(config, "use_sliding_window", False):
             raise ValueError(
-                f"sample_tokens decodes Llama-layout models {LLAMA_LAYOUT}, got model_type "
-                f"{model.config.model_type!r}; for other models pass a vllm.LLM"
+                f"sample_tokens decodes Llama-layout models {LLAMA_LAYOUT} with full attention, "
+                f"got model_type {config.model_type!r}; for other models pass a vllm.LLM"
             )
         self.model, self.base = model, model.model
-        self.heads = model.config.num_attention_heads, model.config.num_key_value_heads
+        self.heads = config.num_attention_heads, config.num_key_value_heads
         self.max_new, self.pad = max_new_tokens, pad_token_id
         self.cohorts: list[_Cohort] = []
         self.positions = torch.zeros(0, dtype=torch.long, device=model.device)  # (B,)
