@@ -50,7 +50,8 @@ def self_certainty(logits: torch.Tensor) -> torch.Tensor:
     """``KL(U || softmax(z))`` of every distribution in ``logits``: (..., V) -> (...).
 
     ``KL(U || p) = sum_v (1/V) log((1/V) / p_v) = logsumexp(z) - mean(z) - log V``: 0 for a uniform
-    distribution, ``log V`` at most for a one-hot one.
+    distribution, growing without bound as ``p`` peaks (tokens a policy never emits, with very
+    negative logits, weigh in too).
     """
     z = logits.float()
     return z.logsumexp(dim=-1) - z.mean(dim=-1) - math.log(z.size(-1))  # Eq. SC

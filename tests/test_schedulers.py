@@ -30,11 +30,13 @@ def test_self_certainty_is_kl_from_uniform_for_random_logits():
     torch.testing.assert_close(self_certainty(logits), by_torch, atol=1e-5, rtol=1e-5)
 
 
-def test_self_certainty_is_zero_when_flat_and_near_log_v_when_peaked():
+def test_self_certainty_is_zero_when_flat_and_grows_as_the_distribution_peaks():
     flat = torch.zeros(4, 22)
-    peaked = torch.zeros(4, 22).index_fill_(1, torch.tensor([3]), 50.0)
     assert self_certainty(flat).abs().max() < 1e-6
-    assert self_certainty(peaked).min() > math.log(22) - 0.01  # KL(U || one-hot) -> log V - ...
+    peaks = [torch.zeros(22).index_fill_(0, torch.tensor([3]), z) for z in (1.0, 5.0, 50.0)]
+    sc = [self_certainty(p).item() for p in peaks]
+    assert 0 < sc[0] < sc[1] < sc[2]
+    assert sc[2] == pytest.approx(50 - 50 / 22 - math.log(22), abs=1e-4)  # lse ~ 50, mean 50/V
 
 
 # ----------------------------------------------------------------------------- Variant I
