@@ -12,6 +12,7 @@ from psnlib.pretrain import base_policy, build_policy, weak_policy
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import train_policy
 from psnlib.sampling import generate_samples
+from psnlib.schedulers import DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.tasks import (
     BENCHMARKS,
     MAIN_BENCHMARK,
@@ -26,6 +27,10 @@ from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 __version__ = "0.1.0"
 
 __all__ = [
+    "DiversitySigma",
+    "FixedSigma",
+    "KLTargetSigma",
+    "SigmaScheduler",
     "BENCHMARKS",
     "NoiseConfig",
     "PSNGRPOConfig",

@@ -78,6 +78,7 @@ def run_dir(profile: Profile, arm: str, seed: int, overrides: dict[str, Any]) ->
         {
             "profile": repr(profile),
             "arm": arm,
+            "arm_settings": ARMS.get(arm, {}),  # editing an arm must not reuse its old runs
             "seed": seed,
             "overrides": overrides,
             "base": spec_hash(profile.base),

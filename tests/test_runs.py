@@ -75,3 +75,10 @@ def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
     _, _, log = train_policy("smoke", "grpo", 0, reward=starts_with_digit_seven)
     assert resumed_from[0] is None and resumed_from[1].endswith("checkpoint-1")
     assert list(log["step"]) == [1, 2]
+
+
+def test_run_key_covers_the_arm_settings(monkeypatch):
+    profile = runs.get_profile("smoke")
+    before = run_dir(profile, "psn", 0, {})
+    monkeypatch.setitem(runs.ARMS, "psn", {"tis_cap": 2.0})
+    assert run_dir(profile, "psn", 0, {}) != before
