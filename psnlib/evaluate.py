@@ -14,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from psnlib.metrics import bootstrap_ci
 from psnlib.profiles import Profile, get_profile
 from psnlib.response_metrics import (
-    distinct_correct,
+    distinct_forms,
     informativeness,
     mean_token_entropy,
     pairwise_diversity,
@@ -30,14 +30,17 @@ EVAL_VERSION = 1  # bump when a change here changes stored results
 
 
 def _problem_row(problem: Problem, texts: list[str], seed: int) -> dict[str, Any]:
-    scores = [step_score(problem, t) for t in texts]
+    verdicts = [verify(problem, t) for t in texts]
+    scores = [step_score(problem, t, v) for t, v in zip(texts, verdicts, strict=True)]
+    fractions = [s.valid_fraction for s in scores if s.steps]  # responses with steps
     errors = [s.first_error for s in scores if s.first_error is not None]
+    correct = [t for t, v in zip(texts, verdicts, strict=True) if v.correct]
     return {
-        "correct": sum(verify(problem, t).correct for t in texts),
-        "distinct_correct": distinct_correct(problem, texts),
+        "correct": len(correct),
+        "distinct_correct": distinct_forms(correct),
         "solutions": solution_count(problem),
         "diversity": pairwise_diversity(texts, seed=seed),
-        "step_validity": float(np.nanmean([s.valid_fraction for s in scores] or [np.nan])),
+        "step_validity": float(np.mean(fractions)) if fractions else float("nan"),
         "first_error": float(np.mean(errors)) if errors else float("nan"),
     }
 
@@ -76,9 +79,12 @@ def evaluate_policy(
     """
     if len(dataset) == 0:
         raise ValueError("evaluate_policy needs at least one problem, got an empty dataset")
+    if informativeness_samples < 0:
+        raise ValueError(f"informativeness_samples must be >= 0, got {informativeness_samples}")
+    prompts = list(dataset["prompt"])
     samples = sample_tokens(
         model,
-        tokenizer(list(dataset["prompt"]), add_special_tokens=False)["input_ids"],
+        tokenizer(prompts, add_special_tokens=False)["input_ids"],
         n,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -95,13 +101,13 @@ def evaluate_policy(
         (p, t) for p, ts in zip(problems, texts, strict=True) for t in ts[:informativeness_samples]
     ]
     gains = informativeness(model, tokenizer, scored)
-    per_problem = max(0, min(informativeness_samples, n))
+    per_problem = min(informativeness_samples, n)
     rows = []
-    for i, (problem, completions) in enumerate(zip(problems, texts, strict=True)):
+    for i, (prompt, problem, completions) in enumerate(zip(prompts, problems, texts, strict=True)):
         mine = [g.mean() for g in gains[i * per_problem : (i + 1) * per_problem] if len(g)]
         rows.append(
             {
-                "prompt": problem.prompt,
+                "prompt": prompt,
                 "numbers": list(problem.numbers),
                 "target": problem.target,
                 "n": n,

@@ -29,15 +29,21 @@ from psnlib.tasks.countdown import (
     ALL_OPS,
     MAX_ENUMERATED_NUMBERS,
     Problem,
+    Verdict,
     canonical_form,
     distinct_solutions,
     verify,
 )
 
 
+def distinct_forms(correct: Sequence[str]) -> int:
+    """The number of distinct solutions (canonical forms) among correct chains."""
+    return len({canonical_form(c.strip()) for c in correct})
+
+
 def distinct_correct(problem: Problem, completions: Sequence[str]) -> int:
     """The number of distinct correct solutions (canonical forms) among ``completions``."""
-    return len({canonical_form(c.strip()) for c in completions if verify(problem, c).correct})
+    return distinct_forms([c for c in completions if verify(problem, c).correct])
 
 
 def solution_count(problem: Problem) -> int | None:
@@ -81,9 +87,10 @@ class StepScore:
         return self.valid / self.steps if self.steps else float("nan")
 
 
-def step_score(problem: Problem, completion: str) -> StepScore:
-    """ReCEval-style consistency of ``completion``, exact (``verify``'s step checks)."""
-    verdict = verify(problem, completion)
+def step_score(problem: Problem, completion: str, verdict: Verdict | None = None) -> StepScore:
+    """ReCEval-style consistency of ``completion``, exact (``verify``'s step checks; pass its
+    ``verdict`` if you have it)."""
+    verdict = verify(problem, completion) if verdict is None else verdict
     text = completion.strip()
     return StepScore(
         len(text.split(",")) if text else 0, verdict.n_valid_steps, verdict.first_error

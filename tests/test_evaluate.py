@@ -121,6 +121,10 @@ def test_benchmarks_are_stored_loaded_and_resumed(data_root, monkeypatch):
     assert len(calls) == 4 and len(list((data_root / "results" / "smoke").iterdir())) == 2
 
 
-def test_empty_dataset_is_an_error():
+def test_bad_input():
     with pytest.raises(ValueError, match="at least one problem"):
         evaluate_policy(None, TOK, Dataset.from_pandas(DATA.iloc[:0]), n=4, ks=(1,))
+    with pytest.raises(ValueError, match="informativeness_samples must be >= 0, got -1"):
+        evaluate_policy(
+            None, TOK, Dataset.from_pandas(DATA), n=4, ks=(1,), informativeness_samples=-1
+        )

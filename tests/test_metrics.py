@@ -29,7 +29,7 @@ from psnlib.response_metrics import (
     step_score,
 )
 from psnlib.schedulers import SemanticSimilarity, lexical_similarity, semantic_available
-from psnlib.tasks.countdown import ALL_OPS, Problem, canonical_form, enumerate_solutions
+from psnlib.tasks.countdown import ALL_OPS, Problem, canonical_form, enumerate_solutions, verify
 
 
 def brute_force(n: int, c: int, k: int) -> float:
@@ -212,6 +212,7 @@ def test_pairwise_diversity_semantic():
 def test_step_score(completion, steps, valid, first_error):
     score = step_score(PROBLEM, completion)
     assert (score.steps, score.valid, score.first_error) == (steps, valid, first_error)
+    assert step_score(PROBLEM, completion, verify(PROBLEM, completion)) == score
     if steps:
         assert score.valid_fraction == valid / steps
     else:
