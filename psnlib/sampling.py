@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 LLAMA_LAYOUT = ("llama", "qwen2")  # model types the decoder runs
-COMPACT_FRACTION = 0.25  # compact a cohort once this share of its rows is done; refill likewise
+ADMIT_FRACTION = 0.25  # new rows join once this share of the batch is free
 
 try:  # the GPU engine; absent on the CPU testbed
     import vllm
@@ -82,23 +82,25 @@ def _prefill(
 
 
 class _Cohort:
-    """Rows that joined together: one prefill of their prompts, then a time axis of their own.
+    """Rows that joined together, decoded as a tree: one *node* per distinct token history.
 
-    Attention of a row's query covers its prompt and its own generated tokens. The prompt part is
-    shared by all samples of a prompt, so it is two batched matmuls against the KV of all the
-    cohort's prompts, other prompts' slots masked out (a cohort holds few prompts). The generated
-    part is per row, in a sequence-first cache (T, b, H, D) with KV heads repeated to H: for one
-    query per row that is elementwise work over long contiguous rows, several times faster on CPU
-    than b x H tiny matmuls.
+    Samples of one prompt that drew the same tokens so far have the same next-token
+    distribution, so each distinct history is decoded once, however many rows share it (with a
+    low-entropy policy, about half the tokens of 256 samples per prompt). A node starts at each
+    prompt and splits when its rows draw different tokens.
+
+    Attention of a node's query covers its prompt and its own generated tokens. The prompt part
+    is two batched matmuls against the KV of all the cohort's prompts, other prompts' slots
+    masked out (a cohort holds few prompts). The generated part is per node, in a
+    sequence-first cache (T, m, H, D) with KV heads repeated to H: for one query per node that is
+    elementwise work over long contiguous rows, several times faster on CPU than m x H tiny
+    matmuls.
     """
 
-    def __init__(
-        self, cache: DynamicCache, mask: torch.Tensor, prompt_of: torch.Tensor, heads: int, new: int
-    ) -> None:
+    def __init__(self, cache: DynamicCache, mask: torch.Tensor, heads: int, new: int) -> None:
         P, W = mask.shape  # (P, W): 1 on prompt tokens, 0 on left padding
-        b = len(prompt_of)
         self.prompt_keys, self.prompt_values = [], []  # per layer (H, D, P*W), (H, P*W, D)
-        self.keys, self.values = [], []  # per layer (new, b, H, D)
+        self.keys, self.values = [], []  # per layer (new, m, H, D); m = P nodes to start with
         for layer in cache.layers:
             k, v = (
                 (x * mask[:, None, :, None]).repeat_interleave(heads // x.shape[1], dim=1)
@@ -106,37 +108,43 @@ class _Cohort:
             )  # (P, H, W, D), zeros on padding
             self.prompt_keys.append(k.permute(1, 3, 0, 2).reshape(heads, -1, P * W))
             self.prompt_values.append(v.permute(1, 0, 2, 3).reshape(heads, P * W, -1))
-            self.keys.append(k.new_empty((new, b, heads, k.shape[-1])))
-            self.values.append(v.new_empty((new, b, heads, v.shape[-1])))
-        own = (prompt_of[:, None, None] == torch.arange(P, device=mask.device)[:, None]) & (
-            mask == 1
-        )  # (b, P, W): the row's own prompt tokens
+            self.keys.append(k.new_empty((new, P, heads, k.shape[-1])))
+            self.values.append(v.new_empty((new, P, heads, v.shape[-1])))
+        prompts = torch.arange(P, device=mask.device)
+        own = (prompts[:, None, None] == prompts[:, None]) & (mask == 1)  # (m, P, W)
         self.prompt_bias = torch.zeros(own.shape, dtype=k.dtype, device=k.device)
-        self.prompt_bias = self.prompt_bias.masked_fill(~own, float("-inf")).view(b, P * W)
+        self.prompt_bias = self.prompt_bias.masked_fill(~own, float("-inf")).view(P, P * W)
         self.s = 0  # tokens generated so far: the slot of the next one
 
     def __len__(self) -> int:
         return len(self.prompt_bias)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Store k, v (b, H, D) at the current slot; attention of the scaled query q (b, H, D)."""
+        """Store k, v (m, H, D) at the current slot; attention of the scaled query q (m, H, D)."""
         keys, values, s = self.keys[layer], self.values[layer], self.s
         keys[s], values[s] = k, v
         prompt = torch.baddbmm(self.prompt_bias, q.transpose(0, 1), self.prompt_keys[layer])
-        own = (keys[: s + 1] * q).sum(-1).permute(2, 1, 0)  # (H, b, s + 1); prompt (H, b, P*W)
-        weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (H, b, P*W + s + 1)
-        y = torch.bmm(weights[..., : prompt.shape[-1]], self.prompt_values[layer])  # (H, b, D)
-        mine = weights[..., prompt.shape[-1] :].permute(2, 1, 0)[..., None]  # (s + 1, b, H, 1)
-        return y.transpose(0, 1) + (mine * values[: s + 1]).sum(0)  # (b, H, D)
+        own = (keys[: s + 1] * q).sum(-1).permute(2, 1, 0)  # (H, m, s + 1); prompt (H, m, P*W)
+        weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (H, m, P*W + s + 1)
+        y = torch.bmm(weights[..., : prompt.shape[-1]], self.prompt_values[layer])  # (H, m, D)
+        mine = weights[..., prompt.shape[-1] :].permute(2, 1, 0)[..., None]  # (s + 1, m, H, 1)
+        return y.transpose(0, 1) + (mine * values[: s + 1]).sum(0)  # (m, H, D)
 
-    def keep(self, rows: torch.Tensor) -> None:
-        self.keys = [k[:, rows] for k in self.keys]
-        self.values = [v[:, rows] for v in self.values]
-        self.prompt_bias = self.prompt_bias[rows]
+    def split(self, parent: torch.Tensor) -> None:
+        """The nodes become ``len(parent)`` children, child c continuing node ``parent[c]``."""
+        if len(parent) == len(self) and bool(
+            (parent == torch.arange(len(self), device=parent.device)).all()
+        ):
+            return  # every node has one child: nothing moves
+        for cache in (self.keys, self.values):
+            for i, old in enumerate(cache):
+                cache[i] = old.new_empty((len(old), len(parent), *old.shape[2:]))
+                torch.index_select(old[: self.s], 1, parent, out=cache[i][: self.s])  # filled slots
+        self.prompt_bias = self.prompt_bias[parent]
 
 
 class _Decoder:
-    """Llama-layout decoder layers over cohorts of rows, one token per row and step.
+    """Llama-layout decoder layers over the nodes of all cohorts, one token per node and step.
 
     Runs the model's own linear layers, embedding, rotary embedding and head, so in-place weight
     noise and patched ``nn.Linear`` forwards apply; norms, the MLP's gating and attention are done
@@ -154,44 +162,39 @@ class _Decoder:
         self.heads = config.num_attention_heads, config.num_key_value_heads
         self.max_new, self.pad = max_new_tokens, pad_token_id
         self.cohorts: list[_Cohort] = []
-        self.positions = torch.zeros(0, dtype=torch.long, device=model.device)  # (B,)
+        self.positions = torch.zeros(0, dtype=torch.long, device=model.device)  # (N,) per node
 
-    def add(self, prompts: list[list[int]], prompt_of: torch.Tensor) -> torch.Tensor:
-        """A cohort of rows, row r a sample of ``prompts[prompt_of[r]]``; their logits (b, V)."""
+    def add(self, prompts: list[list[int]]) -> torch.Tensor:
+        """A cohort whose nodes are ``prompts`` (appended after all nodes); their logits (P, V)."""
         logits, cache, mask = _prefill(self.model, prompts, self.pad)
-        prompt_of = prompt_of.to(mask.device)
-        self.cohorts.append(_Cohort(cache, mask, prompt_of, self.heads[0], self.max_new))
-        self.positions = torch.cat([self.positions, mask[prompt_of].sum(-1)])
-        return logits[prompt_of]
+        self.cohorts.append(_Cohort(cache, mask, self.heads[0], self.max_new))
+        self.positions = torch.cat([self.positions, mask.sum(-1)])
+        return logits
 
-    def compact(self, live: torch.Tensor) -> torch.Tensor:
-        """Drop the done rows of cohorts where enough are done: which rows remain, (B,) bool."""
-        kept, cohorts = [], []
-        for cohort, alive in zip(
-            self.cohorts, live.split([len(c) for c in self.cohorts]), strict=True
-        ):
-            if (~alive).sum() >= COMPACT_FRACTION * len(alive):
-                cohort.keep(alive.nonzero()[:, 0])
-                kept.append(alive)
-            else:
-                kept.append(torch.ones_like(alive))
-            if len(cohort):
+    def split(self, parent: torch.Tensor) -> None:
+        """Node c of the next step continues node ``parent[c]`` of this one (``parent`` sorted;
+        a node with no child is gone, and so is a cohort with no nodes)."""
+        ends = torch.tensor([len(c) for c in self.cohorts], device=parent.device).cumsum(0)
+        owner = torch.bucketize(parent, ends, right=True)  # (N',) cohort of each child
+        cohorts = []
+        for c, cohort in enumerate(self.cohorts):
+            mine = parent[owner == c] - (ends[c] - len(cohort))
+            if len(mine):
+                cohort.split(mine)
                 cohorts.append(cohort)
-        self.cohorts, kept = cohorts, torch.cat(kept)
-        self.positions = self.positions[kept]
-        return kept
+        self.cohorts, self.positions = cohorts, self.positions[parent]
 
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:  # (B,) -> (B, V)
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:  # (N,) -> (N, V)
         B, (H, KV) = len(tokens), self.heads
         sizes = [len(c) for c in self.cohorts]
-        h = self.base.embed_tokens(tokens)  # (B, C)
-        cos, sin = self.base.rotary_emb(h, self.positions[:, None])  # (B, 1, D)
+        h = self.base.embed_tokens(tokens)  # (N, C)
+        cos, sin = self.base.rotary_emb(h, self.positions[:, None])  # (N, 1, D)
         for i, layer in enumerate(self.base.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = _norm(layer.input_layernorm, h)
             qk = torch.cat([attn.q_proj(x), attn.k_proj(x)], -1).view(B, H + KV, -1)
-            q, k = _rotate(qk, cos, sin).split([H, KV], dim=1)  # (B, H, D), (B, KV, D)
-            v = attn.v_proj(x).view(B, KV, -1)  # (B, KV, D)
+            q, k = _rotate(qk, cos, sin).split([H, KV], dim=1)  # (N, H, D), (N, KV, D)
+            v = attn.v_proj(x).view(B, KV, -1)  # (N, KV, D)
             if KV < H:  # grouped-query attention: one KV head per H // KV query heads
                 k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
             qkv = (q * attn.scaling).split(sizes), k.split(sizes), v.split(sizes)
@@ -273,48 +276,45 @@ def _decode(
     with_stats: bool,
     progress: bool,
 ) -> Samples:
-    P, L = len(prompts), max_new_tokens
+    P, L, V = len(prompts), max_new_tokens, model.config.vocab_size
     order = sorted(range(P), key=lambda i: len(prompts[i]))
     queue = [(i, j) for i in order for j in range(n)]  # rows still to join
     tokens = torch.full((P * n, L), pad_token_id, dtype=torch.long)  # row i * n + j
     lengths = torch.zeros(P * n, dtype=torch.long)
     logprobs, entropies = torch.zeros((P * n, L)), torch.zeros((P * n, L))
     decoder, streams = _Decoder(model, max_new_tokens, pad_token_id), _Streams(n, seed)
-    row = torch.zeros(0, dtype=torch.long)  # (B,) the row i * n + j of each batch row
+    row = torch.zeros(0, dtype=torch.long)  # (B,) the row i * n + j of each unfinished row
+    node = torch.zeros(0, dtype=torch.long)  # (B,) its node: its token history so far
     steps = torch.zeros(0, dtype=torch.long)  # (B,) tokens generated so far
-    live = torch.zeros(0, dtype=torch.bool)  # (B,) not done
-    logits = torch.zeros((0, model.config.vocab_size), device=model.device)  # (B, V)
+    logits = torch.zeros((0, V), device=model.device)  # (N, V) per node
     bar = tqdm(total=P * n, desc="sampling", unit="sample", disable=not progress)
     while queue or len(row):
         free = batch_size - len(row)
-        if queue and free >= COMPACT_FRACTION * batch_size:
+        if queue and free >= ADMIT_FRACTION * batch_size:
             new, queue = queue[:free], queue[free:]
             ids = sorted({i for i, _ in new})
-            prompt_of = torch.tensor([ids.index(i) for i, _ in new])
-            logits = torch.cat([logits, decoder.add([prompts[i] for i in ids], prompt_of)])
+            node = torch.cat([node, len(logits) + torch.tensor([ids.index(i) for i, _ in new])])
+            logits = torch.cat([logits, decoder.add([prompts[i] for i in ids])])
             streams.add([i for i, _ in new])
             row = torch.cat([row, torch.tensor([i * n + j for i, j in new])])
             steps = torch.cat([steps, torch.zeros(len(new), dtype=torch.long)])
-            live = torch.cat([live, torch.ones(len(new), dtype=torch.bool)])
         uniforms = streams.draw(row % n).to(logits.device) if temperature > 0 else None
-        token, logp = _pick(logits, uniforms, temperature)
-        token = torch.where(live, token.cpu(), pad_token_id)
-        at = live.nonzero()[:, 0]
-        tokens[row[at], steps[at]] = token[at]
+        token, logp = _pick(logits[node.to(logits.device)], uniforms, temperature)
+        token = token.cpu()
+        tokens[row, steps] = token
         if with_stats:
-            logp = logp[at.to(logp.device)].cpu()
-            logprobs[row[at], steps[at]] = logp.gather(-1, token[at, None])[:, 0]
-            entropies[row[at], steps[at]] = -(logp.exp() * logp).nan_to_num().sum(-1)
-        steps += live.long()
-        lengths[row[at]] = steps[at]
-        live &= (token != eos_token_id) & (steps < L)
-        bar.update(len(at) - int(live[at].sum()))
-        kept = decoder.compact(live.to(logits.device)).cpu()
-        if not kept.all():
-            at = kept.nonzero()[:, 0]
-            streams.keep(at)
-            row, steps, live, token = row[at], steps[at], live[at], token[at]
-        logits = decoder.step(token.to(logits.device)) if len(row) else logits[:0]
+            logp = logp.cpu()
+            logprobs[row, steps] = logp.gather(-1, token[:, None])[:, 0]
+            entropies[row, steps] = -(logp.exp() * logp).nan_to_num().sum(-1)
+        steps += 1
+        lengths[row] = steps
+        going = ((token != eos_token_id) & (steps < L)).nonzero()[:, 0]
+        bar.update(len(row) - len(going))
+        streams.keep(going)
+        row, node, steps, token = row[going], node[going], steps[going], token[going]
+        children, node = torch.unique(node * V + token, return_inverse=True)  # sorted by parent
+        decoder.split((children // V).to(logits.device))
+        logits = decoder.step((children % V).to(logits.device)) if len(row) else logits[:0]
     bar.close()
     stats = (logprobs.view(P, n, L), entropies.view(P, n, L)) if with_stats else (None, None)
     return Samples(tokens.view(P, n, L), lengths.view(P, n), *stats)
