@@ -55,7 +55,7 @@ def evaluate_policy(
     temperature: float = 1.0,
     max_new_tokens: int = 48,
     seed: int = 0,
-    batch_size: int = 1024,
+    batch_size: int = 2048,
     informativeness_samples: int = 2,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:

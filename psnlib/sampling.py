@@ -1,12 +1,13 @@
 """Many samples per problem from a causal LM: the cost behind every pass@k figure.
 
 ``sample_tokens`` draws ``n`` completions for each prompt and returns their token ids (and, on
-request, per-token log-probs and entropies). It decodes one token per step for up to
-``batch_size`` rows at once, with the model's own modules and a KV cache written in place, and
-keeps the batch full: rows leave at EOS and new rows join as *cohorts*. A cohort is a set of rows
-that joined together: one prefill of their prompts (each prompt once, its KV shared by all its
-samples) and a time axis of their own, so attention never spans more than a row's own history.
-Everything but attention (norms, projections, MLP, head) runs on all rows together.
+request, per-token log-probs and entropies). It decodes up to ``batch_size`` rows at once with
+the model's own modules and a KV cache written in place, and keeps the batch full: rows leave at
+EOS and new rows join as *cohorts* (a cohort: rows that joined together, with one prefill of
+their prompts and a time axis of its own, so attention never spans more than a row's history).
+Within a cohort, rows with the same token history so far share one decoded *node*: each prompt's
+prefill runs once, and each distinct prefix of its samples is decoded once (about half the tokens
+of 256 samples of a low-entropy policy). Everything but attention runs on all nodes together.
 
 Sampling is by inverse CDF with one uniform per row and step. The uniforms of prompt ``i`` come
 from a generator seeded by ``(seed, i)``, so sample ``j`` of prompt ``i`` depends on the seed, the
@@ -30,6 +31,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 LLAMA_LAYOUT = ("llama", "qwen2")  # model types the decoder runs
 ADMIT_FRACTION = 0.25  # new rows join once this share of the batch is free
+COMPACT_FRACTION = 0.25  # a cohort packs its nodes once this share of its slots is dead
 
 try:  # the GPU engine; absent on the CPU testbed
     import vllm
@@ -97,10 +99,12 @@ class _Cohort:
     matmuls.
     """
 
-    def __init__(self, cache: DynamicCache, mask: torch.Tensor, heads: int, new: int) -> None:
+    def __init__(
+        self, cache: DynamicCache, mask: torch.Tensor, heads: int, new: int, capacity: int
+    ) -> None:
         P, W = mask.shape  # (P, W): 1 on prompt tokens, 0 on left padding
         self.prompt_keys, self.prompt_values = [], []  # per layer (H, D, P*W), (H, P*W, D)
-        self.keys, self.values = [], []  # per layer (new, m, H, D); m = P nodes to start with
+        self.keys, self.values = [], []  # per layer (new, capacity, H, D): nodes' own tokens
         for layer in cache.layers:
             k, v = (
                 (x * mask[:, None, :, None]).repeat_interleave(heads // x.shape[1], dim=1)
@@ -108,39 +112,59 @@ class _Cohort:
             )  # (P, H, W, D), zeros on padding
             self.prompt_keys.append(k.permute(1, 3, 0, 2).reshape(heads, -1, P * W))
             self.prompt_values.append(v.permute(1, 0, 2, 3).reshape(heads, P * W, -1))
-            self.keys.append(k.new_empty((new, P, heads, k.shape[-1])))
-            self.values.append(v.new_empty((new, P, heads, v.shape[-1])))
+            self.keys.append(k.new_empty((new, capacity, heads, k.shape[-1])))
+            self.values.append(v.new_empty((new, capacity, heads, v.shape[-1])))
         prompts = torch.arange(P, device=mask.device)
-        own = (prompts[:, None, None] == prompts[:, None]) & (mask == 1)  # (m, P, W)
-        self.prompt_bias = torch.zeros(own.shape, dtype=k.dtype, device=k.device)
-        self.prompt_bias = self.prompt_bias.masked_fill(~own, float("-inf")).view(P, P * W)
-        self.s = 0  # tokens generated so far: the slot of the next one
+        own = (prompts[:, None, None] == prompts[:, None]) & (mask == 1)  # (P, P, W)
+        self.prompt_bias = torch.full((capacity, P * W), float("-inf"), dtype=k.dtype)
+        self.prompt_bias = self.prompt_bias.to(k.device)  # (capacity, P*W): 0 on own prompt
+        self.prompt_bias[:P].masked_fill_(own.view(P, P * W), 0.0)
+        self.positions = torch.zeros(capacity, dtype=torch.long, device=k.device)
+        self.positions[:P] = mask.sum(-1)
+        self.m, self.s = P, 0  # nodes (slots in use) and tokens generated so far
 
     def __len__(self) -> int:
-        return len(self.prompt_bias)
+        return self.m
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Store k, v (m, H, D) at the current slot; attention of the scaled query q (m, H, D)."""
-        keys, values, s = self.keys[layer], self.values[layer], self.s
+        m, s = self.m, self.s
+        keys, values = self.keys[layer][: s + 1, :m], self.values[layer][: s + 1, :m]
         keys[s], values[s] = k, v
-        prompt = torch.baddbmm(self.prompt_bias, q.transpose(0, 1), self.prompt_keys[layer])
-        own = (keys[: s + 1] * q).sum(-1).permute(2, 1, 0)  # (H, m, s + 1); prompt (H, m, P*W)
+        prompt = torch.baddbmm(self.prompt_bias[:m], q.transpose(0, 1), self.prompt_keys[layer])
+        own = (keys * q).sum(-1).permute(2, 1, 0)  # (H, m, s + 1); prompt (H, m, P*W)
         weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (H, m, P*W + s + 1)
         y = torch.bmm(weights[..., : prompt.shape[-1]], self.prompt_values[layer])  # (H, m, D)
         mine = weights[..., prompt.shape[-1] :].permute(2, 1, 0)[..., None]  # (s + 1, m, H, 1)
-        return y.transpose(0, 1) + (mine * values[: s + 1]).sum(0)  # (m, H, D)
+        return y.transpose(0, 1) + (mine * values).sum(0)  # (m, H, D)
 
-    def split(self, parent: torch.Tensor) -> None:
-        """The nodes become ``len(parent)`` children, child c continuing node ``parent[c]``."""
-        if len(parent) == len(self) and bool(
-            (parent == torch.arange(len(self), device=parent.device)).all()
-        ):
-            return  # every node has one child: nothing moves
-        for cache in (self.keys, self.values):
-            for i, old in enumerate(cache):
-                cache[i] = old.new_empty((len(old), len(parent), *old.shape[2:]))
-                torch.index_select(old[: self.s], 1, parent, out=cache[i][: self.s])  # filled slots
-        self.prompt_bias = self.prompt_bias[parent]
+    def split(self, parent: torch.Tensor) -> torch.Tensor:
+        """Give the children of the nodes their slots; child c continues node ``parent[c]``
+        (sorted). A node's first child keeps its slot; the others get new slots with a copy of
+        its history. Nodes without children stay, dead, until a quarter of the slots are: then
+        child c moves to slot c. Returns the children's slots."""
+        first = torch.ones_like(parent, dtype=torch.bool)
+        first[1:] = parent[1:] != parent[:-1]
+        extra = (~first).nonzero()[:, 0]
+        dead = self.m - int(first.sum())
+        if self.m + len(extra) <= len(self.positions) and dead < COMPACT_FRACTION * self.m:
+            slots = parent.clone()
+            slots[extra] = self.m + torch.arange(len(extra), device=parent.device)
+            self._move(parent[extra], slots[extra])
+            self.m += len(extra)
+        else:
+            slots = torch.arange(len(parent), device=parent.device)
+            self._move(parent, slots)
+            self.m = len(parent)
+        return slots
+
+    def _move(self, source: torch.Tensor, target: torch.Tensor) -> None:
+        """Copy the history (filled slots, prompt bias, position) of nodes ``source`` into
+        slots ``target``."""
+        for cache in (*self.keys, *self.values):
+            cache[: self.s, target] = cache[: self.s, source]
+        self.prompt_bias[target] = self.prompt_bias[source]
+        self.positions[target] = self.positions[source]
 
 
 class _Decoder:
@@ -162,33 +186,39 @@ class _Decoder:
         self.heads = config.num_attention_heads, config.num_key_value_heads
         self.max_new, self.pad = max_new_tokens, pad_token_id
         self.cohorts: list[_Cohort] = []
-        self.positions = torch.zeros(0, dtype=torch.long, device=model.device)  # (N,) per node
 
-    def add(self, prompts: list[list[int]]) -> torch.Tensor:
-        """A cohort whose nodes are ``prompts`` (appended after all nodes); their logits (P, V)."""
+    def add(self, prompts: list[list[int]], rows: int) -> torch.Tensor:
+        """A cohort of ``rows`` rows whose nodes start at ``prompts`` (after all other nodes);
+        the prompts' next-token logits (P, V)."""
         logits, cache, mask = _prefill(self.model, prompts, self.pad)
-        self.cohorts.append(_Cohort(cache, mask, self.heads[0], self.max_new))
-        self.positions = torch.cat([self.positions, mask.sum(-1)])
+        self.cohorts.append(_Cohort(cache, mask, self.heads[0], self.max_new, rows))
         return logits
 
-    def split(self, parent: torch.Tensor) -> None:
-        """Node c of the next step continues node ``parent[c]`` of this one (``parent`` sorted;
-        a node with no child is gone, and so is a cohort with no nodes)."""
-        ends = torch.tensor([len(c) for c in self.cohorts], device=parent.device).cumsum(0)
-        owner = torch.bucketize(parent, ends, right=True)  # (N',) cohort of each child
-        cohorts = []
-        for c, cohort in enumerate(self.cohorts):
-            mine = parent[owner == c] - (ends[c] - len(cohort))
-            if len(mine):
-                cohort.split(mine)
+    def split(self, parent: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Child c continues node ``parent[c]`` (sorted) with ``token[c]``. Returns each child's
+        node in the next step, and the token every node of the next step reads (padding for
+        dead ones); a cohort without children is gone."""
+        cohorts, slots, feed = [], [], []
+        start = 0
+        for cohort in self.cohorts:
+            mine = (parent >= start) & (parent < start + len(cohort))
+            start += len(cohort)
+            if mine.any():
+                local = cohort.split(parent[mine] - (start - len(cohort)))
+                slots.append(local + sum(len(c) for c in cohorts))
+                feed.append(torch.full((len(cohort),), self.pad, device=parent.device))
+                feed[-1][local] = token[mine]
                 cohorts.append(cohort)
-        self.cohorts, self.positions = cohorts, self.positions[parent]
+        self.cohorts = cohorts
+        empty = parent[:0]
+        return torch.cat(slots) if slots else empty, torch.cat(feed) if feed else empty
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:  # (N,) -> (N, V)
         B, (H, KV) = len(tokens), self.heads
         sizes = [len(c) for c in self.cohorts]
+        positions = torch.cat([c.positions[: len(c)] for c in self.cohorts])  # (N,)
         h = self.base.embed_tokens(tokens)  # (N, C)
-        cos, sin = self.base.rotary_emb(h, self.positions[:, None])  # (N, 1, D)
+        cos, sin = self.base.rotary_emb(h, positions[:, None])  # (N, 1, D)
         for i, layer in enumerate(self.base.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = _norm(layer.input_layernorm, h)
@@ -204,7 +234,7 @@ class _Decoder:
             h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)).mul_(mlp.up_proj(x)))
         for cohort in self.cohorts:
             cohort.s += 1
-        self.positions = self.positions + 1
+            cohort.positions += 1
         return self.model.lm_head(_norm(self.base.norm, h)).float()
 
 
@@ -294,7 +324,7 @@ def _decode(
             new, queue = queue[:free], queue[free:]
             ids = sorted({i for i, _ in new})
             node = torch.cat([node, len(logits) + torch.tensor([ids.index(i) for i, _ in new])])
-            logits = torch.cat([logits, decoder.add([prompts[i] for i in ids])])
+            logits = torch.cat([logits, decoder.add([prompts[i] for i in ids], len(new))])
             streams.add([i for i, _ in new])
             row = torch.cat([row, torch.tensor([i * n + j for i, j in new])])
             steps = torch.cat([steps, torch.zeros(len(new), dtype=torch.long)])
@@ -312,9 +342,10 @@ def _decode(
         bar.update(len(row) - len(going))
         streams.keep(going)
         row, node, steps, token = row[going], node[going], steps[going], token[going]
-        children, node = torch.unique(node * V + token, return_inverse=True)  # sorted by parent
-        decoder.split((children // V).to(logits.device))
-        logits = decoder.step((children % V).to(logits.device)) if len(row) else logits[:0]
+        children, child = torch.unique(node * V + token, return_inverse=True)  # by parent
+        slots, feed = decoder.split(*(x.to(logits.device) for x in (children // V, children % V)))
+        node = slots.cpu()[child]
+        logits = decoder.step(feed) if len(row) else logits[:0]
     bar.close()
     stats = (logprobs.view(P, n, L), entropies.view(P, n, L)) if with_stats else (None, None)
     return Samples(tokens.view(P, n, L), lengths.view(P, n), *stats)
@@ -329,7 +360,7 @@ def sample_tokens(
     pad_token_id: int | None = None,
     temperature: float = 1.0,
     max_new_tokens: int = 48,
-    batch_size: int = 1024,
+    batch_size: int = 2048,
     seed: int = 0,
     with_stats: bool = False,
     progress: bool = True,
@@ -411,7 +442,7 @@ def generate_samples(
     *,
     temperature: float = 1.0,
     max_new_tokens: int = 48,
-    batch_size: int = 1024,
+    batch_size: int = 2048,
     seed: int = 0,
     progress: bool = True,
 ) -> list[list[str]]:

@@ -196,7 +196,7 @@ def test_generate_samples_decodes_text(policy):
 def test_bad_input_names_the_value(policy):
     model, tok = policy
     ids = ids_of(tok, PROMPTS[:1])
-    with pytest.raises(ValueError, match="got 0, 1024, 48"):
+    with pytest.raises(ValueError, match="got 0, 2048, 48"):
         sample_tokens(model, ids, 0, eos_token_id=2)
     with pytest.raises(ValueError, match="temperature must be >= 0, got -1"):
         sample_tokens(model, ids, 1, eos_token_id=2, temperature=-1)
