@@ -117,31 +117,53 @@ def test_sampled_next_tokens_follow_the_softmax(policy):
 
 
 def test_logprobs_and_entropies_match_teacher_forcing(policy):
+    """Every row's log-probs and entropies equal a fresh forward over its prompt and tokens: its
+    history survived joining, node splits and packing (a small batch forces all of them)."""
     model, tok = policy
     prompts = ids_of(tok, PROMPTS[:3])
+    n, T = 24, 0.8
     s = sample_tokens(
         model,
         prompts,
-        3,
+        n,
         eos_token_id=2,
-        temperature=0.8,
+        temperature=T,
         max_new_tokens=20,
         with_stats=True,
-        batch_size=4,
+        batch_size=16,
         progress=False,
     )
     for i, prompt in enumerate(prompts):
-        for j in range(3):
-            L = int(s.lengths[i, j])
-            full = torch.tensor([prompt + s.tokens[i, j, :L].tolist()])
-            with torch.no_grad():
-                logits = model(full).logits[0, len(prompt) - 1 : -1] / 0.8  # (L, V)
-            logp = torch.log_softmax(logits, -1)
-            want = logp.gather(-1, full[0, len(prompt) :, None])[:, 0]
-            torch.testing.assert_close(s.logprobs[i, j, :L], want, atol=1e-4, rtol=0)
-            entropy = -(logp.exp() * logp).sum(-1)
-            torch.testing.assert_close(s.entropies[i, j, :L], entropy, atol=1e-4, rtol=0)
-            assert (s.logprobs[i, j, L:] == 0).all() and (s.entropies[i, j, L:] == 0).all()
+        rows = [prompt + s.tokens[i, j, : s.lengths[i, j]].tolist() for j in range(n)]
+        ids = torch.tensor([r + [0] * (len(prompt) + 20 - len(r)) for r in rows])  # right pad
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[:, len(prompt) - 1 : -1] / T, -1)
+        inside = torch.arange(20) < s.lengths[i, :, None]  # (n, 20)
+        want = logp.gather(-1, ids[:, len(prompt) :, None])[..., 0] * inside
+        torch.testing.assert_close(s.logprobs[i], want, atol=1e-4, rtol=0)
+        entropy = -(logp.exp() * logp).sum(-1) * inside
+        torch.testing.assert_close(s.entropies[i], entropy, atol=1e-4, rtol=0)
+    assert len({tuple(r) for r in s.tokens[0].tolist()}) > n // 2  # the samples did split
+
+
+def test_rows_sharing_a_history_are_decoded_once(policy, monkeypatch):
+    """Greedy samples of a prompt never diverge, so each step decodes one node per prompt."""
+    model, tok = policy
+    sizes = []
+    step = sampling._Decoder.step
+    monkeypatch.setattr(
+        sampling._Decoder, "step", lambda self, t: sizes.append(len(t)) or step(self, t)
+    )
+    s = sample_tokens(
+        model,
+        ids_of(tok, PROMPTS[:3]),
+        8,
+        eos_token_id=2,
+        temperature=0,
+        max_new_tokens=12,
+        progress=False,
+    )
+    assert max(sizes) <= 3 and (s.tokens == s.tokens[:, :1]).all()
 
 
 def test_rows_stop_at_eos_or_the_token_budget(policy):
