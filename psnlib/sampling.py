@@ -368,8 +368,9 @@ def sample_tokens(
     """``n`` completions of each tokenized prompt, as token ids (see ``Samples``).
 
     ``temperature == 0`` decodes greedily. ``batch_size`` counts rows (prompt x sample) decoded
-    together; it changes speed and memory, not the result. ``with_stats`` also returns the
-    log-probs and entropies (vLLM: its own log-probs, no entropies).
+    together; it changes speed and memory (up to ``batch_size x max_new_tokens`` cached tokens
+    per layer), not the result. ``with_stats`` also returns the log-probs and entropies (vLLM:
+    its own log-probs, no entropies).
     """
     if n < 1 or batch_size < 1 or max_new_tokens < 1:
         raise ValueError(
