@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 LLAMA_LAYOUT = ("llama", "qwen2")  # model types the decoder runs
-ADMIT_FRACTION = 0.25  # new rows join once this share of the batch is free
+ADMIT_FRACTION = 0.5  # new rows join once this share of the batch is free (fewer cohorts)
 COMPACT_FRACTION = 0.25  # a cohort packs its nodes once this share of its slots is dead
 
 try:  # the GPU engine; absent on the CPU testbed
