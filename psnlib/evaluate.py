@@ -21,7 +21,7 @@ from psnlib.response_metrics import (
     solution_count,
     step_score,
 )
-from psnlib.sampling import decode, sample_tokens
+from psnlib.sampling import decode, sample_prompts
 from psnlib.store import ResultStore, weights_fingerprint
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
@@ -82,12 +82,11 @@ def evaluate_policy(
     if informativeness_samples < 0:
         raise ValueError(f"informativeness_samples must be >= 0, got {informativeness_samples}")
     prompts = list(dataset["prompt"])
-    samples = sample_tokens(
+    samples = sample_prompts(
         model,
-        tokenizer(prompts, add_special_tokens=False)["input_ids"],
+        tokenizer,
+        prompts,
         n,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,

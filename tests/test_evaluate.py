@@ -25,8 +25,8 @@ COMPLETIONS = [
 ]
 
 
-def fixed_samples(model, prompts, n, **kwargs) -> Samples:
-    """What ``sample_tokens`` would return had the policy written ``COMPLETIONS``."""
+def fixed_samples(model, tokenizer, prompts, n, **kwargs) -> Samples:
+    """What ``sample_prompts`` would return had the policy written ``COMPLETIONS``."""
     L = kwargs["max_new_tokens"]
     tokens = torch.zeros((len(prompts), n, L), dtype=torch.long)
     lengths = torch.zeros((len(prompts), n), dtype=torch.long)
@@ -39,7 +39,7 @@ def fixed_samples(model, prompts, n, **kwargs) -> Samples:
 
 
 def test_known_samples_are_scored_exactly(monkeypatch):
-    monkeypatch.setattr(evaluate, "sample_tokens", fixed_samples)
+    monkeypatch.setattr(evaluate, "sample_prompts", fixed_samples)
     model = tiny_policy("qwen2", "smoke", TOK)
     problems, curve = evaluate_policy(
         model, TOK, Dataset.from_pandas(DATA), n=4, ks=(1, 2, 4, 8), max_new_tokens=32

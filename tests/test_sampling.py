@@ -11,10 +11,10 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from psnlib import sampling
+from psnlib import decoder, sampling
 from psnlib.pretrain import build_policy
 from psnlib.profiles import get_profile
-from psnlib.sampling import decode, generate_samples, sample_tokens
+from psnlib.sampling import decode, generate_samples, sample_rows, sample_tokens
 
 PROMPTS = ["7 3 5 4->22:", "1 2->3:", "12 11 10 9 8->99:", "6 6->36:", "10 2 3 5->60:"]
 
@@ -150,9 +150,9 @@ def test_rows_sharing_a_history_are_decoded_once(policy, monkeypatch):
     """Greedy samples of a prompt never diverge, so each step decodes one node per prompt."""
     model, tok = policy
     sizes = []
-    step = sampling._Decoder.step
+    step = decoder.TreeDecoder.step
     monkeypatch.setattr(
-        sampling._Decoder, "step", lambda self, t: sizes.append(len(t)) or step(self, t)
+        decoder.TreeDecoder, "step", lambda self, t: sizes.append(len(t)) or step(self, t)
     )
     s = sample_tokens(
         model,
@@ -215,11 +215,58 @@ def test_generate_samples_decodes_text(policy):
     assert all("<" not in text for text in decode(tok, s)[0])  # special tokens dropped
 
 
+def test_sample_rows_takes_a_count_per_prompt(policy):
+    model, tok = policy
+    ids = ids_of(tok, PROMPTS[:3])
+    kwargs = dict(eos_token_id=2, max_new_tokens=10, progress=False)
+    s = sample_rows(model, ids, [3, 0, 2], temperature=0, **kwargs)
+    assert s.tokens.shape == (5, 10) and s.lengths.shape == (5,)
+    for r, prompt in enumerate([0, 0, 0, 2, 2]):  # prompt-major rows, none for prompt 1
+        want = reference_greedy(model, tok, PROMPTS[prompt], 10)
+        assert s.tokens[r, : s.lengths[r]].tolist() == want
+    same = sample_rows(model, ids, [4, 4, 4], **kwargs)
+    assert torch.equal(same.tokens.view(3, 4, 10), sample_tokens(model, ids, 4, **kwargs).tokens)
+
+
+def test_route_sees_the_prompt_of_every_row_of_every_forward(policy):
+    """A route that pushes prompt i towards token 5 + i: every sample then follows its prompt,
+    through prefill, node splits, cohorts joining and rows leaving."""
+    model, tok = policy
+    ids = ids_of(tok, PROMPTS[:3])
+    routed = {}
+
+    def push(head, args, output):  # the head's rows are the routed rows
+        bonus = torch.zeros_like(output)
+        bonus[torch.arange(len(output)), ..., 5 + routed["prompt"]] = 100.0
+        return output + bonus
+
+    handle = model.lm_head.register_forward_hook(push)
+    try:
+        s = sample_rows(
+            model,
+            ids,
+            [5, 2, 7],
+            eos_token_id=2,
+            max_new_tokens=6,
+            batch_size=4,  # several cohorts
+            progress=False,
+            route=lambda prompt: routed.update(prompt=prompt),
+        )
+    finally:
+        handle.remove()
+    for r, prompt in enumerate([0] * 5 + [1] * 2 + [2] * 7):
+        assert s.tokens[r].tolist() == [5 + prompt] * 6
+
+
 def test_bad_input_names_the_value(policy):
     model, tok = policy
     ids = ids_of(tok, PROMPTS[:1])
-    with pytest.raises(ValueError, match="got 0, 2048, 48"):
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         sample_tokens(model, ids, 0, eos_token_id=2)
+    with pytest.raises(ValueError, match="got 0, 48"):
+        sample_tokens(model, ids, 1, eos_token_id=2, batch_size=0)
+    with pytest.raises(ValueError, match=r"one count >= 0 per prompt \(1\), got \[2, 2\]"):
+        sample_rows(model, ids, [2, 2], eos_token_id=2)
     with pytest.raises(ValueError, match="temperature must be >= 0, got -1"):
         sample_tokens(model, ids, 1, eos_token_id=2, temperature=-1)
     with pytest.raises(ValueError, match=r"empty prompt\(s\) at \[1\]"):
