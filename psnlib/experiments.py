@@ -1,51 +1,273 @@
 """One function per paper experiment: takes a profile and seeds, returns tidy tables.
 
-Notebooks call these and only show what they return.
+Each experiment is a ``Plan`` (which variants, at which seeds, on which benchmarks) run by
+``psnlib.variants.compare``; runs and evaluations are cached by their settings, so the GRPO and
+PSN runs that several notebooks compare against are trained and evaluated once.
+``planned_runs(profile)`` lists every RL run the notebooks need: the compute budget.
+Notebooks call these functions and only show what they return.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 
-from psnlib.evaluate import evaluate_policy
+from psnlib.evaluate import evaluate_benchmarks
 from psnlib.models import count_parameters
-from psnlib.pretrain import base_policy, policy_meta, weak_policy
-from psnlib.profiles import Profile, get_profile
-from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
+from psnlib.noise import NoiseConfig, perturbed
+from psnlib.pretrain import base_policy, policy_meta, spec_hash, weak_policy
+from psnlib.profiles import PolicySpec, Profile, get_profile
+from psnlib.sampling import generate_samples
+from psnlib.summaries import crossover, summarize, with_average
+from psnlib.tasks import BENCHMARKS
+from psnlib.tasks.countdown import Problem, verify
+from psnlib.variants import BASE, EVAL_SEED, Variant, compare, load_variant
+
+BASE_POLICY = Variant("base", BASE)
+GRPO = Variant("GRPO", "grpo")
+PSN = Variant("PSN fixed", "psn")
+PSN_KL = Variant("PSN adaptive I (KL)", "psn_kl")
+PSN_ADAPTIVE = Variant("PSN adaptive II", "psn_div")  # the paper's proposal
 
 
-def testbed(
-    profile: str | Profile = "cpu", benchmarks: tuple[str, ...] | None = None, seed: int = 0
+@dataclass(frozen=True)
+class Plan:
+    """What one experiment trains and evaluates."""
+
+    variants: list[Variant]
+    seeds: tuple[int, ...]
+    benchmarks: tuple[str, ...]
+
+
+def benchmarks_of(profile: Profile, kind: str) -> tuple[str, ...]:
+    """The profile's benchmarks of one kind: "id" (the RL distribution) or "ood"."""
+    return tuple(b for b in profile.benchmarks if BENCHMARKS[b].kind == kind)
+
+
+def _model_name(spec: PolicySpec) -> str:
+    return spec.name_or_path or f"{spec.family}-{spec.size}"
+
+
+def _across_models(p: Profile) -> Plan:
+    variants = []
+    for spec in (p.base, *p.other_policies):
+        model = _model_name(spec)
+        policy = None if spec == p.base else spec
+        for v in (BASE_POLICY, GRPO, PSN):
+            tags = {"model": model, "method": v.label}
+            variants.append(Variant(f"{v.label} ({model})", v.arm, policy=policy, tags=tags))
+    return Plan(variants, p.ablation_seeds, benchmarks_of(p, "id"))
+
+
+def _sigma_sweep(p: Profile) -> Plan:
+    variants = [GRPO]
+    for sigma in p.sigma_sweep:
+        tags = {"sweep": "absolute sigma", "value": sigma}
+        variants.append(Variant(f"sigma={sigma:g}", "psn", {"sigma": sigma}, tags=tags))
+    for sigma in p.relative_sigmas:
+        settings = {"sigma": sigma, "noise_relative": True}
+        tags = {"sweep": "relative sigma", "value": sigma}
+        variants.append(Variant(f"sigma={sigma:g} x RMS", "psn", settings, tags=tags))
+    for scope in ("step", "prompt", "rollout"):
+        tags = {"sweep": "scope", "value": scope}
+        variants.append(Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags))
+    return Plan(variants, p.ablation_seeds, p.ablation_benchmarks)
+
+
+def _ablation(*variants: Variant) -> Callable[[Profile], Plan]:
+    return lambda p: Plan([GRPO, PSN, *variants], p.ablation_seeds, p.ablation_benchmarks)
+
+
+MAIN = [BASE_POLICY, GRPO, PSN, PSN_ADAPTIVE]
+PLANS: dict[str, Callable[[Profile], Plan]] = {
+    "rl_narrows_coverage": lambda p: Plan([BASE_POLICY, GRPO], p.seeds, benchmarks_of(p, "id")),
+    "main_results": lambda p: Plan(MAIN, p.seeds, benchmarks_of(p, "id")),
+    "across_models": _across_models,
+    "tis_ablation": _ablation(
+        Variant("PSN, no TIS", "psn_no_tis"),
+        Variant("PSN, sequence-level TIS", "psn", {"tis_level": "sequence"}),
+        Variant("PSN, TIS cap C=2", "psn", {"tis_cap": 2.0}),
+    ),
+    "noise_site": _ablation(
+        Variant("PSN attention", "psn", {"noise_targets": ["attn"]}),
+        Variant("PSN all layers", "psn", {"noise_targets": ["all"]}),
+    ),
+    "sigma_sweep": _sigma_sweep,
+    "adaptive_scheduler": _ablation(PSN_KL, PSN_ADAPTIVE),
+    "passk_training": _ablation(
+        Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"}),
+        Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"}),
+    ),
+    "entropy_dynamics": lambda p: Plan([GRPO, PSN, PSN_ADAPTIVE], p.seeds, p.ablation_benchmarks),
+    "coverage": lambda p: Plan(MAIN, p.seeds, benchmarks_of(p, "id")),
+    "ood": lambda p: Plan(MAIN, p.seeds, benchmarks_of(p, "ood")),
+}
+
+
+def plan(name: str, profile: str | Profile) -> Plan:
+    """The plan of experiment ``name`` (a key of ``PLANS``) at ``profile``."""
+    if name not in PLANS:
+        raise ValueError(f"unknown experiment {name!r}; allowed: {sorted(PLANS)}")
+    return PLANS[name](get_profile(profile))
+
+
+def run(
+    name: str,
+    profile: str | Profile = "cpu",
+    seeds: tuple[int, ...] | None = None,
+    progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
-    """The testbed's base and weak policies and their pass@k (notebook 01).
+    """Train and evaluate experiment ``name`` (at ``seeds``, default the plan's).
+
+    Returns ``compare``'s tables (curves, problems, logs) plus ``summary``: pass@k per policy x
+    benchmark x k over seeds, with the benchmark average (``psnlib.summaries.summarize``).
+    """
+    p = plan(name, profile)
+    results = compare(profile, p.variants, tuple(seeds or p.seeds), p.benchmarks, progress)
+    if len(results["curves"]):
+        results["summary"] = summarize(with_average(results["curves"]))
+    return results
+
+
+def _experiment(name: str, doc: str) -> Callable[..., dict[str, pd.DataFrame]]:
+    def experiment(
+        profile: str | Profile = "cpu", seeds: tuple[int, ...] | None = None
+    ) -> dict[str, pd.DataFrame]:
+        return run(name, profile, seeds)
+
+    experiment.__name__ = experiment.__qualname__ = name
+    experiment.__doc__ = f"{doc} See ``run`` for the tables returned."
+    return experiment
+
+
+main_results = _experiment("main_results", "GRPO vs PSN fixed vs PSN adaptive (notebook 03).")
+across_models = _experiment("across_models", "GRPO vs PSN fixed from other base policies (03).")
+tis_ablation = _experiment("tis_ablation", "PSN without TIS, sequence-level, other caps (04).")
+noise_site = _experiment("noise_site", "Noise on MLP vs attention vs all weights (05).")
+sigma_sweep = _experiment("sigma_sweep", "Absolute and relative sigmas, noise scopes (06).")
+adaptive_scheduler = _experiment("adaptive_scheduler", "Fixed sigma vs Variants I, II (07).")
+passk_training = _experiment("passk_training", "Pass@k training with and without PSN (08).")
+entropy_dynamics = _experiment("entropy_dynamics", "Training logs: entropy, reward (10).")
+coverage = _experiment("coverage", "Solved sets, distinct solutions, diversity (11, 12).")
+ood = _experiment("ood", "Transfer to the out-of-distribution benchmarks (13).")
+
+
+def rl_narrows_coverage(
+    profile: str | Profile = "cpu", seeds: tuple[int, ...] | None = None
+) -> dict[str, pd.DataFrame]:
+    """Base vs GRPO pass@k (notebook 02): ``run``'s tables plus ``crossover`` (per benchmark and
+    seed, the smallest k at which the base policy catches up with GRPO)."""
+    results = run("rl_narrows_coverage", profile, seeds)
+    results["crossover"] = crossover(results["curves"], BASE_POLICY.label, GRPO.label)
+    return results
+
+
+def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
+    """Every RL run the experiments need, one row per distinct run (arm, seed and settings),
+    with the experiments that share it: the compute budget of ``make reproduce``."""
+    rows: dict[str, dict] = {}
+    for name in PLANS:
+        p = plan(name, profile)
+        for v in p.variants:
+            if v.arm == BASE:
+                continue
+            for seed in v.seeds(p.seeds):
+                key = v.run_key(profile, seed)
+                row = rows.setdefault(
+                    key, {"run": key, "arm": v.arm, "seed": seed, "policy": v.label, "used_by": []}
+                )
+                row["used_by"].append(name)
+    table = pd.DataFrame(list(rows.values()))
+    return table.assign(used_by=table["used_by"].map(", ".join))
+
+
+def noise_frontier(
+    profile: str | Profile = "cpu", sigmas: tuple[float, ...] | None = None, seed: int = 0
+) -> pd.DataFrame:
+    """pass@k of the base policy with its MLP weights perturbed once by noise of each sigma
+    (default: 0 and the profile's sweep) on the ablation benchmarks (notebook 00).
+
+    Returns curves with columns policy, sigma, benchmark, k, pass_at_k, lo, hi.
+    """
+    profile = get_profile(profile)
+    model, tokenizer, _ = base_policy(profile)
+    curves = []
+    for sigma in (0.0, *profile.sigma_sweep) if sigmas is None else sigmas:
+        key = BASE_POLICY.run_key(profile, seed) + (f"-sigma{sigma:g}" if sigma else "")
+        with perturbed(model, NoiseConfig(sigma=sigma, seed=seed)):
+            tables = evaluate_benchmarks(
+                model, tokenizer, profile, profile.ablation_benchmarks, run_key=key, seed=EVAL_SEED
+            )
+        curve = tables["curves"].drop(columns=["run", "seed", "seconds"])
+        curves.append(curve.assign(policy=f"sigma={sigma:g}", sigma=sigma))
+    return pd.concat(curves, ignore_index=True)
+
+
+def side_by_side(
+    profile: str | Profile, variants: list[Variant], problem: Problem, seed: int = 0
+) -> pd.DataFrame:
+    """Fresh samples of each variant (at training seed ``seed``) on one problem, as many as an
+    evaluation draws; keeps ``profile.example_responses`` per variant, correct ones first.
+
+    Returns columns policy, response, correct, correct_in_draw (how many of the draw were)."""
+    profile = get_profile(profile)
+    rows = []
+    for v in variants:
+        model, tokenizer, _ = load_variant(profile, v, seed)
+        (texts,) = generate_samples(
+            model,
+            tokenizer,
+            [problem.prompt],
+            profile.eval_samples,
+            temperature=profile.eval_temperature,
+            max_new_tokens=profile.max_completion_length,
+            seed=EVAL_SEED,
+            progress=False,
+        )
+        graded = sorted(((verify(problem, t).correct, t) for t in texts), key=lambda x: not x[0])
+        hits = sum(ok for ok, _ in graded)
+        for ok, text in graded[: profile.example_responses]:
+            rows.append(
+                {"policy": v.label, "response": text, "correct": ok, "correct_in_draw": hits}
+            )
+    return pd.DataFrame(rows)
+
+
+def testbed(profile: str | Profile = "cpu", benchmarks: tuple[str, ...] = ()) -> dict:
+    """The testbed's base and weak policies and their pass@k (notebook 01), on ``benchmarks``
+    (default: the ablation benchmarks).
 
     Returns ``{"curves": policy x benchmark x k, "policies": one row per policy}``.
     """
     profile = get_profile(profile)
-    benchmarks = benchmarks or (MAIN_BENCHMARK,)
     curves, policies = [], []
-    for name, build in (("base", base_policy), ("weak", weak_policy)):
+    for name, spec, build in (
+        ("base", profile.base, base_policy),
+        ("weak", profile.weak, weak_policy),
+    ):
         start = time.perf_counter()
         model, tokenizer, path = build(profile)
         meta = policy_meta(path)
-        info = {"policy": name, "path": str(path), "build_seconds": meta["train_seconds"]}
-        info["parameters"] = count_parameters(model)
-        info["final_sft_loss"] = meta["final_loss"]
-        for bench in benchmarks:
-            data = load_benchmark(bench, profile.eval_problems, seed=seed)
-            _, curve = evaluate_policy(
-                model,
-                tokenizer,
-                data,
-                n=profile.eval_samples,
-                ks=profile.ks,
-                temperature=profile.eval_temperature,
-                max_new_tokens=profile.max_completion_length,
-                seed=seed,
-            )
-            curves.append(curve.assign(policy=name, benchmark=bench))
-        info["seconds"] = round(time.perf_counter() - start, 1)
-        policies.append(info)
+        tables = evaluate_benchmarks(
+            model,
+            tokenizer,
+            profile,
+            benchmarks or profile.ablation_benchmarks,
+            run_key=f"{name}-{spec_hash(spec)}",
+            seed=EVAL_SEED,
+        )
+        curves.append(tables["curves"].drop(columns=["run", "seed"]).assign(policy=name))
+        policies.append(
+            {
+                "policy": name,
+                "path": str(path),
+                "parameters": count_parameters(model),
+                "build_seconds": meta["train_seconds"],
+                "final_sft_loss": meta["final_loss"],
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
     return {"curves": pd.concat(curves, ignore_index=True), "policies": pd.DataFrame(policies)}

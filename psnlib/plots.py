@@ -21,15 +21,22 @@ def set_style() -> None:
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight"})
 
 
+def _several_seeds(table: pd.DataFrame, by: list[str]) -> bool:
+    return "seed" in table and bool((table.groupby(by)["seed"].nunique() > 1).any())
+
+
 def plot_pass_at_k(
     curves: pd.DataFrame, hue: str = "policy", col: str | None = "benchmark", title: str = ""
 ) -> sns.FacetGrid:
     """pass@k (percent) against k on a log2 axis; ``curves`` has columns k, pass_at_k and ``hue``.
 
-    Optional columns ``lo`` and ``hi`` (a confidence interval) are drawn as bands.
+    With several seeds per line, the line is their mean and the band its standard error over
+    seeds; with one, optional columns ``lo`` and ``hi`` (a bootstrap interval over problems) are
+    drawn as the band.
     """
     set_style()
     data = curves.assign(pass_pct=100 * curves["pass_at_k"])
+    seeds = _several_seeds(data, [hue, "k"] + ([col] if col else []))
     grid = sns.relplot(
         data=data,
         x="k",
@@ -38,12 +45,13 @@ def plot_pass_at_k(
         col=col,
         kind="line",
         marker="o",
-        col_wrap=4 if col else None,
+        errorbar=("se", 1) if seeds else None,
+        col_wrap=min(4, data[col].nunique()) if col else None,
         height=3.2,
         aspect=1.1,
         facet_kws={"sharey": False},
     )
-    if {"lo", "hi"} <= set(curves.columns):
+    if not seeds and {"lo", "hi"} <= set(curves.columns):
         colors = dict(zip(data[hue].unique(), sns.color_palette(PALETTE), strict=False))
         for key, ax in grid.axes_dict.items() if col else [(None, grid.ax)]:
             part = data if key is None else data[data[col] == key]
@@ -59,9 +67,116 @@ def plot_pass_at_k(
     for ax in grid.axes.flat:
         ax.set_xscale("log", base=2)
     grid.set_axis_labels("k (samples)", "pass@k (%)")
+    return _titled(grid, title)
+
+
+def _titled(grid: sns.FacetGrid, title: str) -> sns.FacetGrid:
     if title:
-        grid.figure.suptitle(title, y=1.02)
+        grid.figure.suptitle(title, y=1.03)
     return grid
+
+
+def plot_bars(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    col: str | None = None,
+    hue: str | None = None,
+    ylabel: str = "",
+    title: str = "",
+) -> sns.FacetGrid:
+    """Bars of the mean of ``y`` per ``x`` (one row per seed: the error bar is the standard error
+    over seeds), one panel per value of ``col``."""
+    set_style()
+    grid = sns.catplot(
+        data=table,
+        x=x,
+        y=y,
+        col=col,
+        hue=hue or x,
+        kind="bar",
+        errorbar=("se", 1),
+        col_wrap=min(4, table[col].nunique()) if col else None,
+        height=3.4,
+        aspect=1.1,
+        sharey=False,
+        legend=hue is not None,
+    )
+    grid.set_axis_labels("", ylabel or y)
+    for ax in grid.axes.flat:
+        ax.tick_params(axis="x", rotation=35)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    return _titled(grid, title)
+
+
+def plot_pass_bars(
+    curves: pd.DataFrame, ks: tuple[int, ...], benchmark: str, title: str = ""
+) -> sns.FacetGrid:
+    """pass@k (percent) per policy on one benchmark (e.g. the average), a panel per k in ``ks``."""
+    rows = curves[(curves["benchmark"] == benchmark) & curves["k"].isin(ks)]
+    table = rows.assign(pass_pct=100 * rows["pass_at_k"], k=rows["k"].map("pass@{}".format))
+    return plot_bars(table, "policy", "pass_pct", col="k", ylabel="pass@k (%)", title=title)
+
+
+def plot_frontier(
+    curves: pd.DataFrame, k_high: int, benchmark: str, hue: str = "policy", title: str = ""
+) -> plt.Figure:
+    """Exploitation against exploration: pass@1 (x) and pass@``k_high`` (y), in percent, one
+    point per policy and seed on one benchmark."""
+    set_style()
+    rows = curves[curves["benchmark"] == benchmark]
+    wide = rows.pivot_table(index=[hue, "seed"], columns="k", values="pass_at_k").reset_index()
+    fig, ax = plt.subplots(figsize=(5.2, 4.0))
+    sns.scatterplot(
+        x=100 * wide[1], y=100 * wide[k_high], hue=wide[hue], s=70, ax=ax, style=wide[hue]
+    )
+    ax.set(xlabel="pass@1 (%)", ylabel=f"pass@{k_high} (%)", title=title or benchmark)
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def plot_training(
+    logs: pd.DataFrame,
+    metrics: list[str],
+    hue: str = "policy",
+    smooth: int = 5,
+    title: str = "",
+) -> sns.FacetGrid:
+    """Training curves: each logged metric (a panel) against the step, smoothed by a rolling
+    mean over ``smooth`` steps; several seeds give a mean line and a standard-error band."""
+    set_style()
+    present = [m for m in metrics if m in logs.columns]
+    if not present:
+        raise ValueError(f"none of {metrics} was logged; columns: {list(logs.columns)}")
+    long = logs.melt(id_vars=[hue, "seed", "step"], value_vars=present, var_name="metric")
+    long["value"] = long.groupby([hue, "seed", "metric"])["value"].transform(
+        lambda v: v.rolling(smooth, min_periods=1).mean()
+    )
+    grid = sns.relplot(
+        data=long,
+        x="step",
+        y="value",
+        hue=hue,
+        col="metric",
+        kind="line",
+        errorbar=("se", 1),
+        col_wrap=min(3, len(present)),
+        height=3.0,
+        aspect=1.2,
+        facet_kws={"sharey": False},
+    )
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels("training step", "")
+    return _titled(grid, title)
+
+
+def save_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """Save a table as CSV (the index kept when it is named), creating the directory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=any(name is not None for name in table.index.names))
+    return path
 
 
 def save_figure(fig_or_grid, path: str | Path) -> Path:

@@ -46,6 +46,7 @@ class Profile:
     psn_sigma: float = 0.003  # fixed sigma of the PSN arm (~10% of the tiny model's MLP RMS)
     psn_scope: str = "rollout"  # noise scope of the PSN arm: step | prompt | rollout
     tis_cap: float = 10.0  # TIS truncation C
+    passk_k: int = 4  # k of Pass@k training (notebook 08), at most num_generations
     # Evaluation
     eval_problems: int = 100  # problems per benchmark
     eval_samples: int = 256  # samples per problem (n of pass@k)
@@ -60,7 +61,15 @@ class Profile:
         "countdown-div",
         "countdown-5num",
     )
-    seeds: tuple[int, ...] = (0, 1, 2)
+    # Experiments (psnlib.experiments). Runs with the same arm, seed and settings are shared by
+    # every notebook, so a seed of GRPO or PSN trains once.
+    seeds: tuple[int, ...] = (0, 1, 2)  # training seeds of the main comparisons (02, 03, 10-13)
+    ablation_seeds: tuple[int, ...] = (0,)  # training seeds of the ablations (04-08)
+    ablation_benchmarks: tuple[str, ...] = ("countdown-l3",)  # what the ablations evaluate on
+    sigma_sweep: tuple[float, ...] = (0.001, 0.003, 0.01)  # absolute sigmas (06)
+    relative_sigmas: tuple[float, ...] = (0.1,)  # sigmas as a share of each weight's RMS (06)
+    other_policies: tuple[PolicySpec, ...] = ()  # further base policies, "across models" (03)
+    example_responses: int = 6  # responses per policy shown side by side (11)
 
     def with_overrides(self, **changes) -> Profile:
         """A copy with some fields changed (for sweeps), validated like the original."""
@@ -97,10 +106,24 @@ _SMOKE = Profile(
     num_generations=4,
     max_completion_length=32,
     rl_train_problems=64,
+    passk_k=2,
     eval_problems=8,
     eval_samples=16,
     ks=(1, 2, 4, 8, 16),
-    seeds=(0,),
+    seeds=(0, 1),
+    sigma_sweep=(0.001, 0.003, 0.01),
+    other_policies=(
+        PolicySpec(
+            family="llama",
+            size="smoke",
+            sft_steps=50,
+            sft_batch_size=32,
+            sft_lr=1e-2,
+            sft_examples=1600,
+            seed=2,
+        ),
+    ),
+    example_responses=3,
 )
 
 _CPU = Profile(
@@ -123,6 +146,19 @@ _CPU = Profile(
         sft_style="linear",
         seed=1,
     ),
+    # The other tiny family for "across models": a smaller Llama trained like the base (uniform
+    # chains), ~2 minutes of SFT; a larger size would cost more SFT than the budget allows.
+    other_policies=(
+        PolicySpec(
+            family="llama",
+            size="weak",
+            sft_steps=1000,
+            sft_batch_size=32,
+            sft_lr=3e-3,
+            sft_examples=32_000,
+            seed=2,
+        ),
+    ),
 )
 
 _GPU = Profile(
@@ -139,6 +175,9 @@ _GPU = Profile(
     eval_samples=64,
     eval_temperature=0.9,
     ks=(1, 2, 4, 8, 16, 32, 64),
+    sigma_sweep=(0.0005, 0.001, 0.004),
+    relative_sigmas=(0.01,),
+    other_policies=(PolicySpec(name_or_path="Qwen/Qwen3-1.7B-Base"),),
 )
 
 _PAPER = Profile(
@@ -154,6 +193,12 @@ _PAPER = Profile(
     eval_problems=0,  # 0: the whole benchmark
     eval_samples=256,
     eval_temperature=0.9,
+    sigma_sweep=(0.0005, 0.001, 0.004, 0.005),
+    relative_sigmas=(0.01,),
+    other_policies=(
+        PolicySpec(name_or_path="Qwen/Qwen3-4B-Base"),
+        PolicySpec(name_or_path="meta-llama/Llama-3.1-8B"),
+    ),
 )
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _CPU, _GPU, _PAPER)}

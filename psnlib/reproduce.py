@@ -19,6 +19,14 @@ from psnlib.profiles import PROFILES, get_profile
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
+    """Where a notebook writes figures and tables: ``figures_dir``, by default the checkout's
+    ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing."""
+    path = Path(figures_dir) if figures_dir else ROOT / "figures" / get_profile(profile).name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def notebook_paths(notebooks_dir: Path, only: list[str] | None = None) -> list[Path]:
     """Notebooks in run order (by name); ``only`` keeps those whose stem contains any given word."""
     paths = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))

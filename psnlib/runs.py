@@ -40,19 +40,17 @@ ARMS: dict[str, dict[str, Any]] = {
     # of each step's prompts keep its cost on CPU, where every extra row costs, under 10%.
     "psn_div": {"sigma_scheduler": "diversity", "div_similarity": "lexical", "div_fraction": 0.5},
 }
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
-def rl_config(
-    profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
-) -> PSNGRPOConfig:
-    """The ``PSNGRPOConfig`` of one run: profile sizes, then the arm, then ``overrides``."""
+def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
+    """The ``PSNGRPOConfig`` settings of one run, without its output directory: profile sizes,
+    then the arm, then ``overrides``."""
     profile = get_profile(profile)
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
     G = profile.num_generations
     settings: dict[str, Any] = {
-        "output_dir": str(output_dir),
         "max_steps": profile.rl_steps,
         "per_device_train_batch_size": profile.rl_prompts_per_step * G,  # one step = one batch
         "num_generations": G,
@@ -61,6 +59,7 @@ def rl_config(
         "sigma": profile.psn_sigma,
         "noise_scope": profile.psn_scope,
         "tis_cap": profile.tis_cap,
+        "passk_k": profile.passk_k,
         "seed": seed,
         "logging_steps": 1,
         "save_strategy": "steps",
@@ -69,19 +68,31 @@ def rl_config(
         "use_cpu": not torch.cuda.is_available(),
         "bf16": False,
     }
-    return PSNGRPOConfig(**{**settings, **ARMS[arm], **overrides})
+    return {**settings, **ARMS[arm], **overrides}
 
 
-def run_dir(profile: Profile, arm: str, seed: int, overrides: dict[str, Any]) -> Path:
-    """Cache directory of a run: the hash covers the base policy and every setting."""
+def rl_config(
+    profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
+) -> PSNGRPOConfig:
+    """The ``PSNGRPOConfig`` of one run (``rl_settings``) writing to ``output_dir``."""
+    settings = rl_settings(profile, arm, seed, **overrides)
+    return PSNGRPOConfig(output_dir=str(output_dir), **settings)
+
+
+def run_dir(
+    profile: str | Profile, arm: str, seed: int, overrides: dict[str, Any], reward: str
+) -> Path:
+    """Cache directory of a run. Its hash covers what determines the trained policy (the base
+    policy, the training problems, the reward's name and every resolved trainer setting) and
+    nothing else: a change to the profile's evaluation sizes still finds the same run, and so
+    does an override to the value that the profile and arm already give."""
+    profile = get_profile(profile)
     blob = json.dumps(
         {
-            "profile": repr(profile),
-            "arm": arm,
-            "arm_settings": ARMS.get(arm, {}),  # editing an arm must not reuse its old runs
-            "seed": seed,
-            "overrides": overrides,
+            "settings": rl_settings(profile, arm, seed, **overrides),
             "base": spec_hash(profile.base),
+            "problems": profile.rl_train_problems,
+            "reward": reward,
             "v": CACHE_VERSION,
         },
         sort_keys=True,
@@ -106,7 +117,7 @@ def train_policy(
     ``psn/kl_proxy``, ``tis/*``).
     """
     profile = get_profile(profile)
-    path = run_dir(profile, arm, seed, {**overrides, "reward": reward.__qualname__})
+    path = run_dir(profile, arm, seed, overrides, reward.__qualname__)
     work = path.with_name(path.name + ".work")
     config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
     if path.exists():

@@ -21,3 +21,13 @@ def test_overrides_reject_unknown_fields():
     assert p.rl_steps == 7 and get_profile("cpu").rl_steps != 7
     with pytest.raises(ValueError, match="unknown profile field"):
         get_profile("cpu").with_overrides(rl_stepz=7)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_experiment_settings_are_consistent(name):
+    p = get_profile(name)
+    assert p.psn_sigma in p.sigma_sweep  # the sweep shares the PSN run
+    assert 1 <= p.passk_k <= p.num_generations
+    assert p.seeds and p.ablation_seeds and set(p.ablation_benchmarks) <= set(p.benchmarks)
+    assert all(spec != p.base for spec in p.other_policies)
+    assert p.example_responses >= 1

@@ -53,7 +53,7 @@ def test_psn_run_learns_is_cached_and_logs_psn_metrics(data, monkeypatch):
         torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters(), strict=True)
     )
     assert log2["reward"].tolist() == log["reward"].tolist()
-    path = run_dir(runs.get_profile("smoke"), "psn", 0, {"reward": "starts_with_digit_seven"})
+    path = run_dir("smoke", "psn", 0, {}, "starts_with_digit_seven")
     assert path.exists() and not path.with_name(path.name + ".work").exists()
 
 
@@ -78,7 +78,21 @@ def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
 
 
 def test_run_key_covers_the_arm_settings(monkeypatch):
-    profile = runs.get_profile("smoke")
-    before = run_dir(profile, "psn", 0, {})
+    before = run_dir("smoke", "psn", 0, {}, "r")
     monkeypatch.setitem(runs.ARMS, "psn", {"tis_cap": 2.0})
-    assert run_dir(profile, "psn", 0, {}) != before
+    assert run_dir("smoke", "psn", 0, {}, "r") != before
+
+
+def test_run_key_covers_training_and_nothing_else():
+    smoke = runs.get_profile("smoke")
+    key = run_dir(smoke, "psn", 0, {}, "r")
+    # Settings spelled out at the value the profile gives, and evaluation sizes: same run.
+    assert run_dir(smoke, "psn", 0, {"sigma": smoke.psn_sigma}, "r") == key
+    assert run_dir(smoke.with_overrides(eval_samples=3, seeds=(5,)), "psn", 0, {}, "r") == key
+    # What changes training changes the run.
+    assert run_dir(smoke, "psn", 1, {}, "r") != key
+    assert run_dir(smoke, "psn", 0, {"sigma": 0.01}, "r") != key
+    assert run_dir(smoke, "psn", 0, {}, "other_reward") != key
+    assert run_dir(smoke.with_overrides(rl_steps=3), "psn", 0, {}, "r") != key
+    other_base = smoke.with_overrides(base=smoke.other_policies[0])
+    assert run_dir(other_base, "psn", 0, {}, "r") != key

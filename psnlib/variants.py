@@ -1,0 +1,126 @@
+"""The policies an experiment compares, trained and evaluated through the caches.
+
+A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.runs.ARMS``) with
+settings on top; ``compare`` trains (or loads) each one at each seed and evaluates it (or loads
+the stored evaluation), returning tidy tables. Every evaluation uses the same problems and
+sampling seed (``EVAL_SEED``), so policies are compared on identical problems, and a run shared
+by two notebooks is trained and evaluated once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from psnlib.evaluate import evaluate_benchmarks
+from psnlib.pretrain import base_policy, spec_hash
+from psnlib.profiles import PolicySpec, Profile, get_profile
+from psnlib.runs import ARMS, run_dir, train_policy
+from psnlib.tasks import countdown_reward
+
+BASE = "base"  # the arm name of the untrained policy
+EVAL_SEED = 0  # problems and sampling streams of every evaluation
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One policy of a comparison.
+
+    ``label`` names it in tables and figures; ``arm`` is ``BASE`` or a key of ``ARMS``;
+    ``settings`` are ``PSNGRPOConfig`` overrides; ``policy`` replaces the profile's base policy
+    (the "across models" comparison); ``tags`` become extra columns of every table (e.g. the
+    swept value).
+    """
+
+    label: str
+    arm: str = "grpo"
+    settings: dict[str, Any] = field(default_factory=dict)
+    policy: PolicySpec | None = None
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.arm != BASE and self.arm not in ARMS:
+            raise ValueError(f"unknown arm {self.arm!r}; allowed: {[BASE, *sorted(ARMS)]}")
+        if self.arm == BASE and self.settings:
+            raise ValueError(f"the base policy takes no RL settings, got {self.settings}")
+
+    def profile(self, profile: str | Profile) -> Profile:
+        """The profile this variant trains under (its own base policy, if it has one)."""
+        profile = get_profile(profile)
+        return profile if self.policy is None else profile.with_overrides(base=self.policy)
+
+    def seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        """The seeds it runs at: the base policy is trained once, so only the first."""
+        return seeds[:1] if self.arm == BASE else seeds
+
+    def run_key(self, profile: str | Profile, seed: int) -> str:
+        """The name its evaluations are stored under: its run directory's name."""
+        profile = self.profile(profile)
+        if self.arm == BASE:
+            return f"{BASE}-{spec_hash(profile.base)}"
+        return run_dir(profile, self.arm, seed, self.settings, countdown_reward.__qualname__).name
+
+
+def load_variant(
+    profile: str | Profile, variant: Variant, seed: int
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
+    """The variant's policy at ``seed`` (trained now if not cached), its tokenizer and training
+    log (empty for the base policy)."""
+    profile = variant.profile(profile)
+    if variant.arm == BASE:
+        model, tokenizer, _ = base_policy(profile)
+        return model, tokenizer, pd.DataFrame()
+    return train_policy(profile, variant.arm, seed, **variant.settings)
+
+
+def _label(table: pd.DataFrame, variant: Variant, seed: int) -> pd.DataFrame:
+    keys = {"policy": variant.label, "seed": seed, **variant.tags}
+    front = pd.DataFrame(keys, index=table.index)
+    return pd.concat([front, table.drop(columns=[c for c in keys if c in table])], axis=1)
+
+
+def compare(
+    profile: str | Profile,
+    variants: list[Variant],
+    seeds: tuple[int, ...],
+    benchmarks: tuple[str, ...] = (),
+    progress: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Train (or load) every variant at every seed and evaluate it on ``benchmarks``.
+
+    Returns tidy tables, each with columns policy, seed and the variants' tags first:
+    ``curves`` (x benchmark x k: pass_at_k and its bootstrap interval over problems, lo/hi),
+    ``problems`` (x benchmark x problem: ``psnlib.evaluate.evaluate_policy``'s columns) and
+    ``logs`` (x training step: reward, entropy, psn/*, tis/*).
+    """
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"variant labels must be distinct, got {labels}")
+    if not seeds:
+        raise ValueError("compare needs at least one seed")
+    out: dict[str, list[pd.DataFrame]] = {"curves": [], "problems": [], "logs": []}
+    for variant in variants:
+        for seed in variant.seeds(seeds):
+            if progress:
+                print(f"[psnlib] {variant.label}, seed {seed}", flush=True)
+            model, tokenizer, log = load_variant(profile, variant, seed)
+            out["logs"].append(_label(log, variant, seed))
+            if benchmarks:
+                tables = evaluate_benchmarks(
+                    model,
+                    tokenizer,
+                    variant.profile(profile),
+                    benchmarks,
+                    run_key=variant.run_key(profile, seed),
+                    seed=EVAL_SEED,
+                    progress=progress,
+                )
+                for name in ("curves", "problems"):
+                    out[name].append(_label(tables[name].drop(columns="run"), variant, seed))
+    return {
+        name: pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+        for name, tables in out.items()
+    }
