@@ -19,25 +19,38 @@ def _completion_text(completion: object, row: int) -> str:
 
 
 def countdown_reward(
-    completions: list, numbers: list, target: list, **kwargs: object
+    completions: list,
+    numbers: list,
+    target: list,
+    prefix: list | None = None,
+    **kwargs: object,
 ) -> list[float]:
     """TRL reward function: 1.0 for a correct chain, else 0.0.
 
-    Completions are strings or conversations (the last message's content is judged).
+    Completions are strings or conversations (the last message's content is judged). With
+    ``prefix`` (one string per row, "" for a plain row) the judged trace is
+    ``prefix[i] + completion``: a weak-model prefix the completion continued.
     """
     if not len(completions) == len(numbers) == len(target):
         raise ValueError(
             f"lengths differ: completions={len(completions)}, numbers={len(numbers)}, "
             f"target={len(target)}"
         )
+    if prefix is None:
+        prefix = [""] * len(completions)
+    elif len(prefix) != len(completions):
+        raise ValueError(f"lengths differ: completions={len(completions)}, prefix={len(prefix)}")
     rewards = []
-    for row, (completion, nums, tgt) in enumerate(zip(completions, numbers, target, strict=True)):
+    rows = zip(completions, numbers, target, prefix, strict=True)
+    for row, (completion, nums, tgt, head) in enumerate(rows):
         if not isinstance(nums, list | tuple) or not all(
             isinstance(x, int) and not isinstance(x, bool) for x in nums
         ):
             raise ValueError(f"row {row}: field 'numbers' must be a list of ints, got {nums!r}")
         if not isinstance(tgt, int) or isinstance(tgt, bool):
             raise ValueError(f"row {row}: field 'target' must be an int, got {tgt!r}")
-        text = _completion_text(completion, row)
+        if not isinstance(head, str):
+            raise ValueError(f"row {row}: field 'prefix' must be a string, got {head!r}")
+        text = head + _completion_text(completion, row)
         rewards.append(1.0 if verify(Problem(tuple(nums), tgt), text).correct else 0.0)
     return rewards
