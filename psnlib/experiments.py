@@ -179,7 +179,8 @@ def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
                 row = rows.setdefault(
                     key, {"run": key, "arm": v.arm, "seed": seed, "policy": v.label, "used_by": []}
                 )
-                row["used_by"].append(name)
+                if name not in row["used_by"]:
+                    row["used_by"].append(name)
     table = pd.DataFrame(list(rows.values()))
     return table.assign(used_by=table["used_by"].map(", ".join))
 

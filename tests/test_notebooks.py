@@ -1,27 +1,52 @@
-"""Every notebook runs headless with papermill at the smoke profile and writes sane metrics."""
+"""Every notebook runs headless with papermill at the smoke profile and writes sane metrics, a
+figure and a table; the committed notebooks are thin, clean and what their build script writes."""
 
 import json
+import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from psnlib.reproduce import notebook_paths, run_notebook
 
-NOTEBOOKS = notebook_paths(Path(__file__).resolve().parent.parent / "notebooks")
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = notebook_paths(NOTEBOOK_DIR)
+sys.path.insert(0, str(NOTEBOOK_DIR))
+import build_notebooks  # noqa: E402
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found"
 
 
-def test_notebooks_are_stored_without_outputs():
-    import nbformat
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_stored_without_outputs_and_has_one_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, f"{path.name} needs exactly one 'parameters' cell"
+    assert "profile =" in tagged[0].source
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.get("outputs") and cell.get("execution_count") is None, path.name
 
-    for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
-        tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-        assert len(tagged) == 1, f"{path.name} needs exactly one 'parameters' cell"
-        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
+
+@pytest.mark.parametrize("stem", sorted(build_notebooks.NOTEBOOKS))
+def test_notebook_is_what_its_build_script_writes(stem):
+    committed = nbformat.read(NOTEBOOK_DIR / f"{stem}.ipynb", as_version=4)
+    built = build_notebooks.build(stem)
+    assert [(c.cell_type, c.source, c.metadata) for c in committed.cells] == [
+        (c.cell_type, c.source, c.metadata) for c in built.cells
+    ], f"run `python notebooks/build_notebooks.py` after editing it ({stem})"
+
+
+@pytest.mark.parametrize("stem", sorted(build_notebooks.NOTEBOOKS))
+def test_notebook_code_is_thin(stem):
+    """Longer logic belongs in psnlib, with a test."""
+    for cell in build_notebooks.build(stem).cells:
+        if cell.cell_type == "code":
+            assert len(cell.source.splitlines()) <= 16, f"{stem}: a cell is too long"
+            assert "def " not in cell.source, f"{stem}: define functions in psnlib"
 
 
 def _pass_at_k_tables(obj):
@@ -33,11 +58,20 @@ def _pass_at_k_tables(obj):
             yield from _pass_at_k_tables(v)
 
 
+@pytest.fixture(scope="module")
+def shared_data(tmp_path_factory):
+    """One fresh data directory for all notebooks, as in `make reproduce`: the policies are
+    built from scratch once and the runs that several notebooks compare are trained once."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PSNLIB_DATA", str(tmp_path_factory.mktemp("data")))
+        yield tmp_path_factory.mktemp("out")
+
+
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_at_smoke_profile(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))  # fresh caches: builds from scratch
-    metrics_path = run_notebook(path, "smoke", tmp_path / "figures", tmp_path / "runs")
+def test_notebook_runs_at_smoke_profile(path, shared_data):
+    figures = shared_data / "figures"
+    metrics_path = run_notebook(path, "smoke", figures, shared_data / "runs")
     metrics = json.loads(metrics_path.read_text())
     assert metrics["profile"] == "smoke"
     tables = list(_pass_at_k_tables(metrics))
@@ -46,4 +80,5 @@ def test_notebook_runs_at_smoke_profile(path, tmp_path, monkeypatch):
         values = [table[k] for k in sorted(table)]
         assert all(0.0 <= v <= 1.0 for v in values)
         assert all(a <= b + 1e-12 for a, b in zip(values, values[1:], strict=False))
-    assert list((tmp_path / "figures").glob("*.png")), "no figure written"
+    assert list(figures.glob(f"{path.stem}*.png")), "no figure written"
+    assert list(figures.glob(f"{path.stem}*.csv")), "no table written"
