@@ -1,9 +1,14 @@
-"""Step time of TRL's GRPO against PSN-GRPO (``step`` and ``rollout`` noise scope, fixed sigma) and
-of the diversity sigma scheduler (Variant II, ``rollout`` scope) against fixed sigma.
+"""Step time of GRPO against PSN-GRPO (``step`` and ``rollout`` noise scope, fixed sigma), of the
+diversity sigma scheduler (Variant II, ``rollout`` scope) against fixed sigma, and of GRPO with
+psnlib's rollout sampler against TRL's ``GRPOTrainer`` sampling with ``generate``.
 
-All four trainers run the same tiny policy on the same Countdown prompts, with full-length
-rollouts (the diversity scheduler's two clean answers per prompt too). They take turns (a few
-steps each, the order rotating every round), so drift in machine load hits all of them alike.
+``grpo`` is ``PSNGRPOTrainer`` at sigma 0 without TIS: TRL's GRPO step on rollouts from
+``psnlib.sampling`` (tests/test_trainer.py checks the step equals ``GRPOTrainer``'s on the same
+completions), so the PSN ratios measure the cost of the noise alone; ``trl-grpo`` is the stock
+``GRPOTrainer``. All trainers run the same tiny policy on the same Countdown prompts, with
+full-length rollouts (the diversity scheduler's two clean answers per prompt too). They take
+turns (a few steps each, the order rotating every round), so drift in machine load hits all of
+them alike.
 Each step is timed from ``on_step_begin`` to ``on_step_end`` (generation, loss, backward,
 optimizer step and the sigma update), in wall time and in the process's CPU time (the steadier
 of the two when other jobs share the cores). A ratio is the median over rounds of the two
@@ -31,10 +36,11 @@ from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
-NAMES = ("grpo", "psn-step", "psn-rollout", "psn-div")
+NAMES = ("trl-grpo", "grpo", "psn-step", "psn-rollout", "psn-div")
 # Acceptance: median step time over that of a reference trainer (the paper reports an 8%
 # throughput cost for Variant II).
 BOUNDS = {
+    "grpo": ("trl-grpo", 1 / 1.5),  # the rollout sampler must pay for itself in training
     "psn-step": ("grpo", 1.10),
     "psn-rollout": ("grpo", 1.30),
     "psn-div": ("psn-rollout", 1.15),
@@ -67,8 +73,6 @@ def make_trainer(
         per_device_train_batch_size=args.prompts * args.generations,
         num_generations=args.generations,
         max_completion_length=args.max_completion_length,
-        # Full-length rollouts: every trainer does the same work whatever its samples say.
-        generation_kwargs={"min_new_tokens": args.max_completion_length},
         max_steps=args.steps_per_turn,  # per `train()` call, so the trainers can take turns
         learning_rate=1e-4,
         logging_steps=1,
@@ -80,8 +84,11 @@ def make_trainer(
         use_cpu=True,
         seed=0,
     )
-    if name == "grpo":
-        config, trainer_cls = GRPOConfig(**settings), GRPOTrainer
+    if name == "trl-grpo":
+        full_length = {"min_new_tokens": args.max_completion_length}  # the same work for all
+        config, trainer_cls = GRPOConfig(**settings, generation_kwargs=full_length), GRPOTrainer
+    elif name == "grpo":
+        config, trainer_cls = PSNGRPOConfig(**settings, sigma=0.0, use_tis=False), PSNGRPOTrainer
     elif name == "psn-div":  # Variant II as the testbed runs it (psnlib.runs.ARMS["psn_div"])
         config = PSNGRPOConfig(
             **settings,
@@ -105,6 +112,8 @@ def make_trainer(
         processing_class=tokenizer,
     )
     trainer.remove_callback(PrinterCallback)  # no log line per step
+    if trainer_cls is PSNGRPOTrainer:  # full-length rollouts: no token ends a row
+        trainer.eos_token_ids = [len(tokenizer)]
     timer = StepTimer()
     trainer.add_callback(timer)
     return trainer, timer

@@ -13,9 +13,9 @@ PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * 
   generator draws it): it is reproducible and identical across processes.
 
 ``perturbed`` swaps the weights in place (one noise sample for every row of the batch).
-``perturbed_rows`` gives each row of the batch its own sample in a single batched forward: each
-targeted ``nn.Linear`` computes ``y_b = x_b (W + sigma * eps_{k(b)})^T`` with one batched matmul
-over its K noisy copies.
+``perturbed_rows`` gives each row of the batch its own sample (or the clean weights) in a single
+batched forward: each targeted ``nn.Linear`` computes ``y_b = x_b (W + sigma * eps_{k(b)})^T``
+with one batched matmul over its K noisy copies; the rows can be re-routed between forwards.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ SITES: dict[str, str] = {
     "all": r"\.(mlp|self_attn)\.",  # every linear layer of the decoder blocks
 }
 SCOPES = ("step", "prompt", "rollout")
+CLEAN = -1  # the noise index of rows that run the clean weights (perturbed_rows)
 
 
 def check_sigma(sigma: float) -> float:
@@ -153,32 +154,90 @@ def perturbed(
                 p.copy_(clean[name])
 
 
-def _grouped_linear(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A Linear forward where the rows ``rows[k]`` of the batch use the k-th noisy weights.
-
-    ``weight`` holds the transposed noisy weights ``(W + eps_k)^T``, (K, in, out); ``bias`` the
-    noisy biases, (K, out). One batched matmul, no matmul with the clean weights.
-    """
-    num_noises, num_rows = rows.size(0), rows.numel()
-    order = torch.argsort(rows.reshape(-1))  # where each batch row sits in `rows` order
-    grouped = bool((order == torch.arange(num_rows, device=rows.device)).all())  # no reordering
-
-    def forward(x: torch.Tensor) -> torch.Tensor:  # (B, ..., in)
-        if x.size(0) != num_rows:
-            raise RuntimeError(
-                f"per-row noise was set up for {num_rows} rows but a forward got {x.size(0)}"
+def target_linears(model: nn.Module, targets: tuple[str, ...]) -> dict[str, nn.Linear]:
+    """The layers holding the targeted weights, by name; per-row noise needs ``nn.Linear``."""
+    modules = dict(model.named_modules())
+    layers = {}
+    for name in target_parameters(model, targets):
+        module_name = name.rpartition(".")[0]
+        if not isinstance(modules[module_name], nn.Linear):
+            raise ValueError(
+                f"per-row noise (scope 'prompt' or 'rollout', or clean rows) perturbs nn.Linear "
+                f"layers only; {name!r} belongs to a {type(modules[module_name]).__name__}: "
+                "narrow the targets or use scope='step'"
             )
-        x_grouped = (x if grouped else x[rows]).reshape(num_noises, -1, x.size(-1))  # (K, n*.., in)
-        if bias is None:
-            y = torch.bmm(x_grouped, weight)  # (K, n * ..., out)
-        else:
-            y = torch.baddbmm(bias[:, None], x_grouped, weight)
-        y = y.reshape(num_rows, *x.shape[1:-1], -1)  # (B, ..., out), in `rows` order
-        return y if grouped else y[order]
+        layers[module_name] = modules[module_name]
+    return layers
 
-    return forward
+
+class RowNoise:
+    """Which noise sample each row of the next forwards runs under; ``perturbed_rows`` yields it.
+
+    ``route(indices)`` sets the noise index of every row (``CLEAN`` = the clean weights); each
+    must be one of ``samples``, the indices the context holds copies for. Rows may be in any
+    order and in any number per index: each targeted ``nn.Linear`` sorts them by index, pads the
+    groups to one length and runs one batched matmul over its noisy copies.
+    """
+
+    def __init__(self, samples: list[int]) -> None:
+        self.samples = samples  # sorted distinct noise indices
+        self.rows = 0  # rows of the next forwards
+        self.order: torch.Tensor | None = None  # (B,) batch rows grouped by index; None: as is
+        self.inverse: torch.Tensor | None = None  # (B,) back to batch order
+        self.slots: torch.Tensor | None = None  # (B,) slot in the padded (K * m) layout
+        self.width = 0  # m: rows per index after padding
+
+    def route(self, indices: torch.Tensor) -> None:
+        """Row b of the next forwards runs under noise sample ``indices[b]`` (B,)."""
+        held = torch.tensor(self.samples, device=indices.device)
+        copy = torch.searchsorted(held, indices)  # (B,)
+        if (copy >= len(held)).any() or (held[copy.clamp_max(len(held) - 1)] != indices).any():
+            raise ValueError(
+                f"noise indices {sorted(set(indices.tolist()) - set(self.samples))} were not set "
+                f"up; this context holds {self.samples}"
+            )
+        counts = torch.bincount(copy, minlength=len(held))  # (K,)
+        self.rows, self.width = len(indices), int(counts.max())
+        order = torch.argsort(copy, stable=True)  # (B,)
+        in_order = bool((order == torch.arange(len(order), device=order.device)).all())
+        self.order = None if in_order else order
+        self.inverse = None if in_order else torch.argsort(order)
+        if bool((counts == self.width).all()):
+            self.slots = None
+        else:  # pad every index's group to `width` rows
+            sorted_copy = copy[order]
+            start = counts.cumsum(0) - counts  # (K,) first sorted row of each index
+            position = torch.arange(len(order), device=order.device) - start[sorted_copy]
+            self.slots = sorted_copy * self.width + position  # (B,)
+
+    def linear(
+        self, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        """A Linear forward over the routed rows; ``weight`` (K, in, out) holds the transposed
+        weights ``(W + sigma * eps_k)^T`` of each held index, ``bias`` (K, out) the biases."""
+        K = len(self.samples)
+
+        def forward(x: torch.Tensor) -> torch.Tensor:  # (B, ..., in)
+            if x.size(0) != self.rows:
+                raise RuntimeError(
+                    f"per-row noise was routed for {self.rows} rows but a forward got {x.size(0)}"
+                )
+            grouped = x if self.order is None else x.index_select(0, self.order)  # by index
+            if self.slots is not None:
+                padded = x.new_zeros((K * self.width, *x.shape[1:]))
+                grouped = padded.index_copy_(0, self.slots, grouped)  # (K * m, ..., in)
+            x_k = grouped.reshape(K, -1, x.size(-1))  # (K, m * ..., in)
+            y = (
+                torch.bmm(x_k, weight)
+                if bias is None
+                else torch.baddbmm(bias[:, None], x_k, weight)
+            )
+            y = y.reshape(-1, *x.shape[1:-1], y.size(-1))  # (K * m, ..., out)
+            if self.slots is not None:
+                y = y.index_select(0, self.slots)
+            return y if self.inverse is None else y.index_select(0, self.inverse)  # (B, ..., out)
+
+        return forward
 
 
 @contextmanager
@@ -188,42 +247,29 @@ def perturbed_rows(
     step: int,
     indices: torch.Tensor,
     sigma: float | None = None,
-) -> Iterator[nn.Module]:
+) -> Iterator[RowNoise]:
     """Run the body with row b of every forward under noise sample ``indices[b]`` (shape (B,)).
 
-    The weights are never modified: each targeted ``nn.Linear`` runs a grouped forward over K noisy
-    copies of its weights for the body's duration. Each noise index must cover the same number of
-    rows (true for whole groups of G) and every targeted parameter must be an ``nn.Linear`` weight
-    or bias. Memory: K copies of every targeted layer. The noisy copies are constants (for
-    sampling, not for gradients). A single distinct index falls back to ``perturbed`` (exact, no
-    extra compute).
+    ``CLEAN`` (-1) marks rows that run the clean weights. The weights are never modified: each
+    targeted ``nn.Linear`` runs a grouped forward over one noisy copy of its weights per distinct
+    index for the body's duration (memory: that many copies of every targeted layer; constants,
+    for sampling, not for gradients). Every targeted parameter must be an ``nn.Linear`` weight
+    or bias. Yields a ``RowNoise``: ``route`` re-assigns the rows (any number, any order, any of
+    the same indices) for later forwards, e.g. as a decoder's batch changes. A single distinct
+    index swaps the weights in place instead (exact, no extra compute).
     """
     sigma = config.sigma if sigma is None else check_sigma(sigma)
-    distinct, counts = indices.unique(return_counts=True)
-    if sigma == 0 or len(distinct) == 1:
-        with perturbed(model, config, step, int(distinct[0]), sigma) as noisy:
-            yield noisy
+    samples = indices.unique().tolist()  # sorted
+    if sigma == 0 or len(samples) == 1:
+        index = samples[0]
+        with perturbed(model, config, step, index, 0.0 if index == CLEAN else sigma):
+            yield RowNoise(samples)  # routing among one index changes nothing
         return
-    if (counts != counts[0]).any():
-        raise ValueError(
-            "per-row noise needs the same number of rows per noise index, "
-            f"got counts {counts.tolist()}"
-        )
-    modules = dict(model.named_modules())
     targets = target_parameters(model, config.targets)
-    layers: dict[str, nn.Linear] = {}
-    for name in targets:
-        module_name = name.rpartition(".")[0]
-        if not isinstance(modules[module_name], nn.Linear):
-            raise ValueError(
-                f"per-row noise (scope 'prompt' or 'rollout') perturbs nn.Linear layers only; "
-                f"{name!r} belongs to a {type(modules[module_name]).__name__}: narrow the targets "
-                "or use scope='step'"
-            )
-        layers[module_name] = modules[module_name]
+    layers = target_linears(model, config.targets)
 
-    def noisy(module_name: str, kind: str) -> torch.Tensor | None:
-        """(K, *shape): the K noisy copies of a weight or bias (clean copies if not targeted)."""
+    def copies(module_name: str, kind: str) -> torch.Tensor | None:
+        """(K, *shape): the weight or bias under each held index (clean if not targeted)."""
         param = getattr(layers[module_name], kind)
         if param is None:
             return None
@@ -231,20 +277,19 @@ def perturbed_rows(
         with torch.no_grad():
             return torch.stack(
                 [
-                    param + draw_noise(param, name, config, step, k, sigma)
-                    if name in targets
+                    param + draw_noise(param, name, config, step, k, sigma)  # W~ = W + sigma * eps
+                    if name in targets and k != CLEAN
                     else param.detach()
-                    for k in distinct.tolist()
+                    for k in samples
                 ]
             )
 
-    device = next(model.parameters()).device
-    rows = torch.argsort(indices, stable=True).view(len(distinct), -1).to(device)  # (K, n)
+    rows = RowNoise(samples)
+    rows.route(indices.to(next(model.parameters()).device))
     forwards = {
-        module_name: _grouped_linear(
-            rows,
-            noisy(module_name, "weight").transpose(1, 2).contiguous(),  # (K, in, out)
-            noisy(module_name, "bias"),
+        module_name: rows.linear(
+            copies(module_name, "weight").transpose(1, 2).contiguous(),  # (K, in, out)
+            copies(module_name, "bias"),
         )
         for module_name in layers
     }
@@ -252,7 +297,7 @@ def perturbed_rows(
     try:
         for module_name, forward in forwards.items():
             layers[module_name].forward = forward  # an instance attribute shadows the method
-        yield model
+        yield rows
     finally:
         for module_name, previous in patched.items():
             if previous is None:

@@ -10,7 +10,11 @@ One training step:
    weight ``min(pi_clean / pi_noisy, C)`` (``psnlib.tis``); the noisy-vs-clean KL proxy is logged.
 4. At the end of the step a sigma scheduler (``psnlib.schedulers``) turns the step's signals into
    the sigma of the next rollouts. The diversity scheduler's two clean answers per prompt are
-   sampled in the same ``generate`` call as the rollouts, as extra rows that bypass the noise.
+   sampled in the same batch as the rollouts, as extra rows on the clean weights.
+
+Rollouts are sampled by ``psnlib.sampling`` (a tree KV-cache decoder, several times faster than
+``generate`` for small policies on CPU) or, with ``rollout_engine="generate"``, by TRL's own
+``generate`` call.
 
 Evaluation always samples the clean policy.
 """
@@ -21,196 +25,32 @@ import json
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 from psnlib.advantages import passk_advantages
-from psnlib.noise import NoiseConfig, noise_indices, perturbed_rows, target_parameters
-from psnlib.schedulers import (
-    SCHEDULERS,
-    DiversitySigma,
-    FixedSigma,
-    KLTargetSigma,
-    SigmaScheduler,
-    Similarity,
-    check_similarity,
-    make_similarity,
-    self_certainty,
+from psnlib.decoder import check_decodable
+from psnlib.noise import (
+    CLEAN,
+    noise_indices,
+    noise_seed,
+    perturbed_rows,
+    target_linears,
+    target_parameters,
 )
-from psnlib.tis import check_tis, kl_proxy, tis_diagnostics, tis_weights
+from psnlib.sampling import sample_rows
+from psnlib.schedulers import Similarity, make_similarity, self_certainty
+from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
+from psnlib.trainer_config import PSNGRPOConfig
+from psnlib.weak_prefix import choose_prefixed
 
-ADVANTAGE_MODES = ("grpo", "passk")
+__all__ = ["PSNGRPOConfig", "PSNGRPOTrainer", "SampledLogps", "self_certainties"]
+
 SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory
-
-
-@dataclass
-class PSNGRPOConfig(GRPOConfig):
-    """``GRPOConfig`` plus the PSN-GRPO settings; every GRPO setting keeps its meaning."""
-
-    sigma: float = field(
-        default=0.001,
-        metadata={"help": "Noise scale of W~ = W + sigma * eps (paper: 0.001; 0 turns noise off)."},
-    )
-    noise_targets: list[str] = field(
-        default_factory=lambda: ["mlp"],
-        metadata={
-            "help": "Perturbed weights: sites 'mlp' (the paper's choice), 'attn', 'all' (every "
-            "decoder linear layer) or regexes searched in parameter names."
-        },
-    )
-    noise_scope: str = field(
-        default="step",
-        metadata={
-            "help": "One noise sample per 'step' (released code), per 'prompt' group, or per "
-            "'rollout' index (rollout k of every group gets sample k)."
-        },
-    )
-    noise_relative: bool = field(
-        default=False,
-        metadata={"help": "Scale sigma by each weight tensor's RMS (not in the paper)."},
-    )
-    noise_seed: int | None = field(
-        default=None,
-        metadata={"help": "Seed of the noise draws; None uses `seed`."},
-    )
-    sigma_scheduler: str = field(
-        default="fixed",
-        metadata={
-            "help": "How sigma changes between steps: 'fixed', 'kl_target' (Variant I: steer the "
-            "KL proxy to kl_target) or 'diversity' (Variant II: raise sigma when the clean "
-            "policy's answers grow alike and certain). `sigma` is the starting value."
-        },
-    )
-    sigma_min: float = field(
-        default=1e-6,
-        metadata={"help": "Lower bound of an adaptive sigma (released code: 1e-6)."},
-    )
-    sigma_max: float = field(
-        default=0.5,
-        metadata={"help": "Upper bound of an adaptive sigma (released code: 0.5)."},
-    )
-    kl_target: float = field(
-        default=0.004,
-        metadata={"help": "Variant I: target of the KL proxy (paper: 0.003-0.005)."},
-    )
-    kl_factor: float = field(
-        default=1.01,
-        metadata={"help": "Variant I: sigma is divided or multiplied by this factor (> 1)."},
-    )
-    kl_tolerance: float = field(
-        default=1.1,
-        metadata={
-            "help": "Variant I: sigma falls when the proxy exceeds kl_tolerance * kl_target and "
-            "rises below kl_target / kl_tolerance."
-        },
-    )
-    div_lam: float = field(
-        default=0.5,
-        metadata={"help": "Variant II: lam of Ind = lam * d_sem + (1 - lam) * SC_norm, in [0, 1]."},
-    )
-    div_beta: float = field(
-        default=0.99,
-        metadata={"help": "Variant II: beta in (0, 1); sigma /= beta (collapse) or *= beta."},
-    )
-    div_fraction: float = field(
-        default=1.0,
-        metadata={
-            "help": "Variant II: share of each step's prompts (rounded up) that the clean policy "
-            "answers twice, in (0, 1]; 1 is the paper's every prompt."
-        },
-    )
-    div_similarity: str = field(
-        default="auto",
-        metadata={
-            "help": "Variant II: d_sem as 'semantic' (all-MiniLM-L6-v2 cosine, extra 'semantic'), "
-            "'lexical' (difflib match ratio) or 'auto' (semantic where installed)."
-        },
-    )
-    use_tis: bool = field(
-        default=True,
-        metadata={"help": "Multiply the per-token loss by min(pi_clean / pi_noisy, tis_cap)."},
-    )
-    tis_cap: float = field(
-        default=10.0,
-        metadata={"help": "TIS truncation C (paper: 10)."},
-    )
-    tis_level: str = field(
-        default="token",
-        metadata={"help": "'token' ratios, or one 'sequence' ratio from summed log-probs."},
-    )
-    advantage_mode: str = field(
-        default="grpo",
-        metadata={"help": "'grpo' (TRL's advantages) or 'passk' (Pass@k training, Chen et al.)."},
-    )
-    passk_k: int = field(
-        default=4,
-        metadata={"help": "k of Pass@k training (advantage_mode='passk'); 1..num_generations."},
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.noise_config()  # validates sigma, noise_scope and noise_targets
-        self.sigma_schedule()  # validates sigma_scheduler and its settings
-        if self.sigma_scheduler == "diversity":
-            check_similarity(self.div_similarity)
-            if not 0 < self.div_fraction <= 1:
-                raise ValueError(f"div_fraction must be in (0, 1], got {self.div_fraction}")
-        check_tis(self.tis_cap, self.tis_level)
-        if self.advantage_mode not in ADVANTAGE_MODES:
-            raise ValueError(
-                f"unknown advantage_mode {self.advantage_mode!r}; allowed: "
-                f"{', '.join(ADVANTAGE_MODES)}"
-            )
-        if self.advantage_mode == "passk" and not 1 <= self.passk_k <= self.num_generations:
-            raise ValueError(
-                f"passk_k must be between 1 and num_generations={self.num_generations} (the group "
-                f"size), got {self.passk_k}"
-            )
-        if self.use_vllm or self.use_transformers_continuous_batching:
-            raise ValueError(
-                "PSNGRPOTrainer perturbs the transformers model that `generate` runs; set "
-                "use_vllm=False and use_transformers_continuous_batching=False"
-            )
-
-    def noise_config(self) -> NoiseConfig:
-        """The ``NoiseConfig`` of these settings."""
-        return NoiseConfig(
-            sigma=self.sigma,
-            targets=self.noise_targets,  # a site or regex string, or a list of them
-            scope=self.noise_scope,
-            relative=self.noise_relative,
-            seed=self.seed if self.noise_seed is None else self.noise_seed,
-        )
-
-    def sigma_schedule(self) -> SigmaScheduler:
-        """A fresh scheduler of these settings, starting from ``sigma``."""
-        if self.sigma_scheduler not in SCHEDULERS:
-            raise ValueError(
-                f"unknown sigma_scheduler {self.sigma_scheduler!r}; allowed: "
-                f"{', '.join(SCHEDULERS)}"
-            )
-        bounds = {"sigma_min": self.sigma_min, "sigma_max": self.sigma_max}
-        if self.sigma_scheduler == "kl_target":
-            return KLTargetSigma(
-                self.sigma,
-                kl_target=self.kl_target,
-                kl_factor=self.kl_factor,
-                kl_tolerance=self.kl_tolerance,
-                **bounds,
-            )
-        if self.sigma_scheduler == "diversity":
-            return DiversitySigma(
-                self.sigma, div_lam=self.div_lam, div_beta=self.div_beta, **bounds
-            )
-        return FixedSigma(self.sigma)
 
 
 class SampledLogps:
@@ -218,17 +58,12 @@ class SampledLogps:
 
     A forward hook keeps the temperature-scaled log-softmax of the last position; the next
     decoding step's input token is the one sampled from it. Same definition as TRL's log-probs.
-    For the rows from ``certainty_from`` on, it also keeps the self-certainty ``KL(U || p)`` of
-    every decoding step's distribution (raw logits, ``psnlib.schedulers.self_certainty``).
     """
 
-    def __init__(
-        self, model: nn.Module, temperature: float, certainty_from: int | None = None
-    ) -> None:
-        self.model, self.temperature, self.certainty_from = model, temperature, certainty_from
+    def __init__(self, model: nn.Module, temperature: float) -> None:
+        self.model, self.temperature = model, temperature
         self.steps: list[torch.Tensor] = []  # one (B, 1) per decoded token but the last
         self.last: torch.Tensor | None = None  # (B, V)
-        self.certainty: list[torch.Tensor] = []  # one (B - certainty_from,) per decoded token
 
     def __enter__(self) -> SampledLogps:
         self.handle = self.model.register_forward_hook(self.hook, with_kwargs=True)
@@ -241,10 +76,7 @@ class SampledLogps:
         input_ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]  # (B, t)
         if self.last is not None:
             self.steps.append(self.last.gather(1, input_ids[:, -1:]))  # (B, 1)
-        logits = output.logits[:, -1].float()  # (B, V)
-        self.last = torch.log_softmax(logits / self.temperature, dim=-1)
-        if self.certainty_from is not None:
-            self.certainty.append(self_certainty(logits[self.certainty_from :]))
+        self.last = torch.log_softmax(output.logits[:, -1].float() / self.temperature, dim=-1)
 
     def logps(self, completion_ids: list[list[int]]) -> list[list[float]]:
         """The log-probs of each (unpadded) completion, in the list-of-lists form TRL expects."""
@@ -254,66 +86,24 @@ class SampledLogps:
         table = torch.cat([*self.steps, self.last.gather(1, last_tokens)], dim=1)  # (B, L)
         return [row[: len(ids)].tolist() for row, ids in zip(table, completion_ids, strict=True)]
 
-    def self_certainty(self, completion_ids: list[list[int]]) -> list[float]:
-        """Eq. SC of each completion from row ``certainty_from`` on: the mean over its positions."""
-        table = torch.stack(self.certainty, dim=1)  # (B - certainty_from, L)
-        completion_ids = completion_ids[self.certainty_from :]
-        return [
-            row[: max(len(ids), 1)].mean().item()
-            for row, ids in zip(table, completion_ids, strict=True)
-        ]
 
-
-def target_linears(model: nn.Module, targets: tuple[str, ...]) -> list[nn.Linear]:
-    """The layers that hold the targeted weights; clean rows need them all to be ``nn.Linear``."""
-    modules = dict(model.named_modules())
-    names = dict.fromkeys(name.rpartition(".")[0] for name in target_parameters(model, targets))
-    layers = [modules[name] for name in names]
-    if any(not isinstance(layer, nn.Linear) for layer in layers):
-        raise ValueError(
-            "the diversity scheduler's clean samples share the rollout batch, which needs noise "
-            "targets on nn.Linear layers only; narrow noise_targets"
-        )
-    return layers
-
-
-@contextmanager
-def clean_rows(
-    model: nn.Module, targets: tuple[str, ...], num_noisy: int, num_clean: int
-) -> Iterator[None]:
-    """In every forward of the body, the last ``num_clean`` rows run the weights as on entry.
-
-    Enter it before the noise: each targeted ``nn.Linear`` gets a pre-hook that hands only the
-    first ``num_noisy`` rows to the layer (noisy in place or by ``perturbed_rows``' grouped
-    forward) and a hook that appends the other rows' output under a saved clean copy of its
-    weights. Non-targeted layers see every row. Costs one copy of the targeted weights; a no-op
-    when ``num_clean`` is 0.
-    """
-    if num_clean == 0:
-        yield
-        return
-    tails: dict[nn.Module, torch.Tensor] = {}
-
-    def split(layer: nn.Module, args: tuple) -> tuple:
-        tails[layer] = args[0][num_noisy:]  # (m, ..., in)
-        return (args[0][:num_noisy], *args[1:])
-
-    def join(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
-        def hook(layer: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-            return torch.cat([output, F.linear(tails.pop(layer), weight, bias)])  # (B, ..., out)
-
-        return hook
-
-    handles = []
-    for layer in target_linears(model, targets):
-        bias = None if layer.bias is None else layer.bias.detach().clone()
-        handles.append(layer.register_forward_pre_hook(split))
-        handles.append(layer.register_forward_hook(join(layer.weight.detach().clone(), bias)))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+@torch.no_grad()
+def self_certainties(
+    model: nn.Module, prompts: list[list[int]], completions: list[list[int]], pad_token_id: int
+) -> list[float]:
+    """Eq. SC of each completion: the mean over its positions of ``KL(U || p)`` of the raw
+    next-token distribution it was sampled from (an empty completion: its first one)."""
+    texts = [p + c for p, c in zip(prompts, completions, strict=True)]
+    width = max(len(p) + max(len(c), 1) for p, c in zip(prompts, completions, strict=True))
+    ids = torch.full((len(texts), width), pad_token_id, dtype=torch.long)  # (R, T) right-padded
+    mask = torch.zeros((len(texts), width), dtype=torch.long)  # (R, T)
+    for r, text in enumerate(texts):
+        ids[r, : len(text)], mask[r, : len(text)] = torch.tensor(text), 1
+    logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits
+    return [
+        self_certainty(logits[r, len(p) - 1 : len(p) - 1 + max(len(c), 1)].float()).mean().item()
+        for r, (p, c) in enumerate(zip(prompts, completions, strict=True))
+    ]
 
 
 class PSNGRPOTrainer(GRPOTrainer):
@@ -336,6 +126,13 @@ class PSNGRPOTrainer(GRPOTrainer):
       answers per prompt; default from ``args.div_similarity``) and ``psn/sc`` (their
       self-certainty). The scheduler's state is saved with every checkpoint and restored on
       resume.
+
+    - Weak-model guidance (``prefix_prob > 0``, ``_generate_and_score_completions``): each
+      prompt group continues its dataset row's ``weak_prefix`` with probability ``prefix_prob``;
+      the prefix joins the prompt (conditioning only) and the reward judges prefix + completion.
+      Logs ``prefix/{fraction,tokens,reward_prefixed,reward_plain}``. Combines with noise and
+      both advantage modes.
+    - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``.
 
     With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling,
     vLLM and continuous batching are not supported.
@@ -361,10 +158,12 @@ class PSNGRPOTrainer(GRPOTrainer):
         self.similarity = similarity
         unwrapped = self.accelerator.unwrap_model(self.model)
         target_parameters(unwrapped, self.noise.targets)  # each target must match
-        if "d_sem" in self.scheduler.signals:
-            target_linears(unwrapped, self.noise.targets)
-            if self.similarity is None:
-                self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
+        if args.rollout_engine == "psnlib":
+            check_decodable(unwrapped)
+        if "d_sem" in self.scheduler.signals or self.noise.scope != "step":
+            target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
+        if "d_sem" in self.scheduler.signals and self.similarity is None:
+            self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
         # TRL scores the clean policy at rollout time (`old_per_token_logps`) only when one
         # generation batch feeds several optimizer steps; otherwise the loss forward's clean
         # log-probs are the rollout-time ones, and TIS happens in the loss at no extra cost.
@@ -399,24 +198,60 @@ class PSNGRPOTrainer(GRPOTrainer):
         if images is not None or multimodal_fields:
             raise ValueError("PSNGRPOTrainer supports text-only prompts")
         model = self.accelerator.unwrap_model(self.model)
-        indices = self._noise_indices(len(prompt_ids), num_generations)
-        order = torch.argsort(indices, stable=True).tolist()  # rows sharing noise side by side
-        rows = [prompt_ids[i] for i in order]
-        pairs = self._clean_pair_prompts(prompt_ids)  # after the noisy rows, in the same batch
+        pairs = self._clean_pair_prompts(prompt_ids)  # in the same batch, on the clean weights
+        rows = [*prompt_ids, *pairs]
+        noise = [*self._noise_indices(len(prompt_ids), num_generations).tolist()]
+        noise += [CLEAN] * len(pairs)  # (B + pairs,)
         self._metrics["train"]["psn/sigma"].append(self.sigma)
-        with (
-            clean_rows(model, self.noise.targets, len(rows), len(pairs)),
-            perturbed_rows(model, self.noise, self.state.global_step, indices[order], self.sigma),
-            SampledLogps(model, self.temperature, len(rows) if pairs else None) as sampled,
-        ):
-            completion_ids, _ = super()._generate_single_turn(rows + pairs, *extra)
+        step = self.state.global_step
+        with perturbed_rows(model, self.noise, step, torch.tensor(noise), self.sigma) as routing:
+            if self.args.rollout_engine == "generate":
+                with SampledLogps(model, self.temperature) as sampled:
+                    completion_ids, _ = super()._generate_single_turn(rows, *extra)
+                logps = sampled.logps(completion_ids)
+            else:
+                completion_ids, logps = self._sample(model, rows, noise, routing.route)
         if pairs:
-            self._measure_diversity(
-                completion_ids[len(rows) :], sampled.self_certainty(completion_ids)
-            )
-        logps = sampled.logps(completion_ids)
-        unsort = torch.argsort(torch.tensor(order)).tolist()  # back to TRL's row order
-        return [completion_ids[i] for i in unsort], [logps[i] for i in unsort]
+            self._measure_diversity(model, pairs, completion_ids[len(prompt_ids) :])
+        return completion_ids[: len(prompt_ids)], logps[: len(prompt_ids)]
+
+    def _sample(
+        self, model: nn.Module, rows: list[list[int]], noise: list[int], route: Any
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Completions and behaviour log-probs of ``rows`` by ``psnlib.sampling``: the rows of
+        one (prompt, noise index) are samples of one prompt, routed to their noise."""
+        keys = [(tuple(ids), k) for ids, k in zip(rows, noise, strict=True)]
+        distinct = list(dict.fromkeys(keys))  # (prompt, noise index), first appearance order
+        where = {key: i for i, key in enumerate(distinct)}
+        counts = [0] * len(distinct)
+        for key in keys:
+            counts[where[key]] += 1
+        noise_of = torch.tensor([k for _, k in distinct], device=model.device)
+        seed = noise_seed(self.args.seed, self.state.global_step, self._step, "rollouts")
+        samples = sample_rows(
+            model,
+            [list(ids) for ids, _ in distinct],
+            counts,
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self._tokenizer.pad_token_id,
+            temperature=self.temperature,
+            max_new_tokens=self.max_completion_length,
+            seed=seed + self.accelerator.process_index,
+            with_stats=True,
+            progress=False,
+            route=lambda prompt: route(noise_of[prompt]),
+        )
+        first = [sum(counts[:i]) for i in range(len(counts))]  # each key's first sample row
+        taken = [0] * len(distinct)
+        completion_ids, logps = [], []
+        for key in keys:  # the key's next unused sample
+            i = where[key]
+            r = first[i] + taken[i]
+            taken[i] += 1
+            length = int(samples.lengths[r])
+            completion_ids.append(samples.tokens[r, :length].tolist())
+            logps.append(samples.logprobs[r, :length].tolist())
+        return completion_ids, logps
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
         """The first ``div_fraction`` of the distinct prompts, each twice, if ``d_sem`` is read."""
@@ -426,10 +261,14 @@ class PSNGRPOTrainer(GRPOTrainer):
         distinct = distinct[: math.ceil(self.args.div_fraction * len(distinct))]
         return [list(ids) for ids in distinct for _ in range(2)]
 
-    def _measure_diversity(self, pair_ids: list[list[int]], certainties: list[float]) -> None:
-        """Record ``d_sem`` (mean similarity of each prompt's two answers) and ``sc`` (mean SC)."""
-        texts = self._tokenizer.batch_decode(pair_ids, skip_special_tokens=True)
+    def _measure_diversity(
+        self, model: nn.Module, prompts: list[list[int]], completions: list[list[int]]
+    ) -> None:
+        """Record ``d_sem`` (mean similarity of each prompt's two clean answers) and ``sc``
+        (their mean self-certainty under the clean weights, from one teacher-forced forward)."""
+        texts = self._tokenizer.batch_decode(completions, skip_special_tokens=True)
         similarities = self.similarity(texts[0::2], texts[1::2])
+        certainties = self_certainties(model, prompts, completions, self._tokenizer.pad_token_id)
         local = torch.tensor(
             [sum(similarities) / len(similarities), sum(certainties) / len(certainties)],
             device=self.accelerator.device,
@@ -486,9 +325,14 @@ class PSNGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict[str, Any]:
+        prefixed = None
+        if self.model.training and self.args.prefix_prob > 0:
+            inputs, prefixed = self._with_prefixes(inputs)
         output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
+        if prefixed is not None:
+            self._log_prefix_rewards(prefixed)
         if self.args.advantage_mode == "passk":
             weights = self.reward_weights.to(self._rewards_per_func.device)
             rewards = (self._rewards_per_func * weights).nansum(dim=1)  # (B_global,)
@@ -500,6 +344,49 @@ class PSNGRPOTrainer(GRPOTrainer):
             weights = self._tis(clean, behaviour, output["completion_mask"])
             output["advantages"] = output["advantages"][:, None] * weights  # (B, T)
         return output
+
+    def _with_prefixes(self, inputs: list[dict]) -> tuple[list[dict], torch.Tensor]:
+        """Weak-model guidance: the groups ``choose_prefixed`` picks continue ``prompt +
+        weak_prefix``; every row gets a ``prefix`` field ("" if plain), which TRL hands the reward
+        functions, so the reward judges ``prefix + completion``. The prefix is part of the prompt:
+        no loss, TIS or token count on it. Returns the rows and the global (groups,) choice."""
+        G = self.num_generations
+        if any(not isinstance(x.get("weak_prefix"), str) for x in inputs):
+            raise ValueError(
+                "prefix_prob > 0 needs a string column 'weak_prefix' in the train dataset "
+                "(psnlib.weak_prefix.build_prefixes adds it)"
+            )
+        if any(not isinstance(x["prompt"], str) for x in inputs):
+            raise ValueError("weak prefixes continue plain-text prompts, got a conversation")
+        groups = len(inputs) // G
+        total = groups * self.accelerator.num_processes
+        chosen = choose_prefixed(
+            total, self.args.prefix_prob, self.args.seed, self.state.global_step
+        )
+        first = self.accelerator.process_index * groups
+        rows = []
+        for r, x in enumerate(inputs):
+            prefix = x["weak_prefix"] if chosen[first + r // G] else ""
+            rows.append({**x, "prompt": x["prompt"] + prefix, "prefix": prefix})
+        lengths = [
+            len(self._tokenizer(x["prefix"], add_special_tokens=False)["input_ids"])
+            for x in rows[::G]
+            if x["prefix"]
+        ]
+        metrics = self._metrics["train"]
+        metrics["prefix/fraction"].append(chosen.float().mean().item())
+        if lengths:
+            metrics["prefix/tokens"].append(sum(lengths) / len(lengths))
+        return rows, chosen
+
+    def _log_prefix_rewards(self, chosen: torch.Tensor) -> None:
+        """Mean reward of the prefixed and of the plain groups of the step (all processes)."""
+        weights = self.reward_weights.to(self._rewards_per_func.device)
+        rewards = (self._rewards_per_func * weights).nansum(dim=1)  # (B_global,)
+        prefixed = chosen.repeat_interleave(self.num_generations).to(rewards.device)
+        for name, rows in (("prefixed", prefixed), ("plain", ~prefixed)):
+            if rows.any():
+                self._metrics["train"][f"prefix/reward_{name}"].append(rewards[rows].mean().item())
 
     def get_off_policy_mask(
         self,

@@ -8,6 +8,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import psnlib.noise as noise_module
 from psnlib.noise import (
+    CLEAN,
     NoiseConfig,
     draw_noise,
     noise_indices,
@@ -258,14 +259,35 @@ def test_one_distinct_index_swaps_the_weights_exactly():
     assert torch.equal(rows, swapped)
 
 
+def test_uneven_rows_and_clean_rows_can_be_routed_between_forwards():
+    """Any number of rows per index, in any order, CLEAN rows on the clean weights; ``route``
+    re-assigns them between forwards (a decoder's batch shrinks as rows finish)."""
+    model = tiny_model()
+    clean = snapshot(model)
+    config = NoiseConfig(sigma=0.05, targets="all")
+    first = torch.tensor([2, CLEAN, 0, 2, 2, 0])
+    later = torch.tensor([0, 0, 0, CLEAN])  # fewer rows, index 2 gone
+    input_ids = torch.randint(0, 32, (6, 5))
+    with torch.no_grad(), perturbed_rows(model, config, 4, first) as rows:
+        logits = [model(input_ids).logits]
+        rows.route(later)
+        logits.append(model(input_ids[:4]).logits)
+        with pytest.raises(ValueError, match=r"indices \[1\] were not set up; .* \[-1, 0, 2\]"):
+            rows.route(torch.tensor([1, 0]))
+    assert_bit_exact(model, clean)
+    for out, indices in zip(logits, (first, later), strict=True):
+        for row, index in enumerate(indices.tolist()):
+            sigma = 0.0 if index == CLEAN else 0.05
+            with torch.no_grad(), perturbed(model, config, step=4, index=index, sigma=sigma):
+                reference = model(input_ids[row : row + 1]).logits[0]
+            torch.testing.assert_close(out[row], reference, atol=1e-5, rtol=1e-4)
+
+
 def test_per_row_noise_rejects_what_it_cannot_batch():
     model = tiny_model()
     norms = perturbed_rows(model, NoiseConfig(targets="norm"), 0, torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="nn.Linear layers only.*RMSNorm"), norms:
         pass
-    uneven = perturbed_rows(model, NoiseConfig(), 0, torch.tensor([0, 0, 1]))
-    with pytest.raises(ValueError, match="same number of rows"), uneven:
-        pass
     two_rows = perturbed_rows(model, NoiseConfig(), 0, torch.tensor([0, 1]))
-    with pytest.raises(RuntimeError, match="set up for 2 rows"), torch.no_grad(), two_rows:
+    with pytest.raises(RuntimeError, match="routed for 2 rows"), torch.no_grad(), two_rows:
         model(torch.zeros(3, 4, dtype=torch.long))

@@ -16,6 +16,7 @@ from psnlib.trainer import SCHEDULER_STATE, PSNGRPOConfig, PSNGRPOTrainer
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
+GENERATE = {"rollout_engine": "generate"}  # TRL's own sampler, for exact comparisons with TRL
 
 
 def distinct_chars(completions: list[str], **kwargs) -> list[float]:
@@ -154,8 +155,18 @@ def test_target_matching_no_parameter_fails_when_the_trainer_is_built(tmp_path):
 
 
 def test_diversity_scheduler_needs_linear_noise_targets(tmp_path):
-    with pytest.raises(ValueError, match=r"nn.Linear layers only; narrow noise_targets"):
+    with pytest.raises(ValueError, match=r"nn.Linear layers only.*RMSNorm"):
         make_trainer(tmp_path, sigma_scheduler="diversity", noise_targets=["mlp", "norm"])
+    with pytest.raises(ValueError, match=r"nn.Linear layers only.*RMSNorm"):
+        make_trainer(tmp_path, noise_scope="rollout", noise_targets=["mlp", "norm"])
+
+
+def test_psnlib_rollouts_need_a_llama_layout_model_and_plain_sampling(tmp_path):
+    with pytest.raises(ValueError, match=r"got \{'top_p': 0.9\}; set rollout_engine='generate'"):
+        PSNGRPOConfig(**settings(tmp_path, top_p=0.9))
+    assert PSNGRPOConfig(**settings(tmp_path, top_p=0.9, rollout_engine="generate")).top_p == 0.9
+    with pytest.raises(ValueError, match=r"unknown rollout_engine 'vllm'; allowed: psnlib"):
+        PSNGRPOConfig(**settings(tmp_path, rollout_engine="vllm"))
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -165,7 +176,7 @@ def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path):
     runs = {}
     for name, trainer_cls, config_cls, extra in [
         ("trl", GRPOTrainer, GRPOConfig, {}),
-        ("psn", PSNGRPOTrainer, PSNGRPOConfig, {"sigma": 0.0, "use_tis": False}),
+        ("psn", PSNGRPOTrainer, PSNGRPOConfig, {"sigma": 0.0, "use_tis": False, **GENERATE}),
     ]:
         trainer = make_trainer(tmp_path / name, trainer_cls, config_cls, **extra)
         before = params(trainer.model)
@@ -182,15 +193,40 @@ def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path):
     assert len(moved) == len(trl_after)  # the step really changed every weight
 
 
+def test_psnlib_rollouts_train_exactly_like_trl_on_the_same_completions(tmp_path, monkeypatch):
+    """The psnlib engine changes only who samples: TRL's step on its completions is the same."""
+    psn = make_trainer(tmp_path / "psn", sigma=0.0, use_tis=False)
+    sampled = []
+    generate = psn._generate_single_turn
+    monkeypatch.setattr(
+        psn, "_generate_single_turn", lambda *a: sampled.append(generate(*a)) or sampled[-1]
+    )
+    before = params(psn.model)
+    psn.train()
+    trl = make_trainer(tmp_path / "trl", GRPOTrainer, GRPOConfig)
+    monkeypatch.setattr(trl, "_generate_single_turn", lambda *a: (sampled[0][0], None))
+    trl.train()
+    psn_log, trl_log = psn.state.log_history[0], trl.state.log_history[0]
+    assert psn_log["loss"] == pytest.approx(trl_log["loss"], abs=1e-7)
+    assert psn_log["reward"] == trl_log["reward"]
+    trl_after = params(trl.model)
+    for name, p in psn.model.named_parameters():
+        torch.testing.assert_close(p.detach(), trl_after[name], rtol=1e-6, atol=1e-7)
+    assert all(not torch.equal(p, before[n]) for n, p in psn.model.named_parameters())
+
+
 # ----------------------------------------------------------------------------- behaviour log-probs
 
 
+@pytest.mark.parametrize("engine", ["psnlib", "generate"])
 @pytest.mark.parametrize(
     ("scope", "scheduler"),
     [("step", "fixed"), ("prompt", "fixed"), ("rollout", "fixed")]
     + [("step", "diversity"), ("rollout", "diversity")],  # clean pairs share the rollout batch
 )
-def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(tmp_path, scope, scheduler):
+def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(
+    tmp_path, scope, scheduler, engine
+):
     trainer = make_trainer(
         tmp_path,
         sigma=0.05,
@@ -198,6 +234,7 @@ def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(tmp_path, 
         temperature=0.8,
         sigma_scheduler=scheduler,
         div_similarity="lexical",
+        rollout_engine=engine,
     )
     model = trainer.model
     clean = params(model)
@@ -274,7 +311,7 @@ def test_a_noisy_training_step_logs_psn_metrics(tmp_path):
     trainer.train()
     log = trainer.state.log_history[0]
     assert log["psn/sigma"] == 0.05
-    assert log["psn/kl_proxy"] > 0
+    assert log["psn/kl_proxy"] != 0  # a Monte-Carlo estimate from 64 tokens: either sign
     assert 0 < log["tis/ess"] <= 1 and log["tis/max"] <= 10.0
     assert {"tis/mean", "tis/frac_capped", "reward", "entropy", "loss"} <= set(log)
     assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
@@ -328,28 +365,23 @@ def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path,
         div_fraction=0.5,
         max_steps=3,
     )
-    measured = []
-    measure = trainer._measure_diversity
-    monkeypatch.setattr(
-        trainer, "_measure_diversity", lambda *a: (measured.append(a), measure(*a))[1]
-    )
+    sampled = []  # every row's completion and log-probs, clean pairs included
+    sample = trainer._sample
+    monkeypatch.setattr(trainer, "_sample", lambda *a: sampled.append(sample(*a)) or sampled[-1])
     clean = tiny_policy(size="smoke", tokenizer=build_tokenizer(), seed=0).eval()  # a twin
-    prompts = []
-    generate = trainer._generate_single_turn
-    monkeypatch.setattr(
-        trainer,
-        "_generate_single_turn",
-        lambda ids, *a: (prompts.append(ids), generate(ids, *a))[1],
-    )
     trainer.state.global_step = 0
     trainer.model.train()
     trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
-    (pair_ids, certainties) = measured[0]
-    assert len(pair_ids) == 2  # half of the two prompts, answered twice
-    prompt = torch.tensor(prompts[0][0])
-    for ids, sc in zip(pair_ids, certainties, strict=True):
+    completions, logps = sampled[0]
+    assert len(completions) == 2 * G + 2  # half of the two prompts, answered twice
+    prompt = torch.tensor(build_tokenizer()(PROMPTS[0])["input_ids"])
+    certainties = []
+    for ids, row_logps in zip(completions[-2:], logps[-2:], strict=True):
         logits = logits_of(clean, prompt, torch.tensor(ids))  # the clean policy's, not noisy
-        assert sc == pytest.approx(self_certainty(logits).mean().item(), abs=1e-5)
+        want = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(row_logps), want, atol=2e-5, rtol=1e-4)
+        certainties.append(self_certainty(logits).mean().item())
+    assert trainer._signals["sc"][0] == pytest.approx(sum(certainties) / 2, abs=1e-5)
 
     trainer._signals.clear()
     trainer._metrics["train"].clear()
@@ -404,3 +436,94 @@ def test_step_time_overhead_is_within_bounds():
     }
     over = [f"{n}: {r:.3f} x {ref}, bound {b}" for n, (r, ref, b) in ratios.items() if r > b]
     assert not over, f"step time over its bound: {over}; all: {ratios}"
+
+
+# ----------------------------------------------------------------------------- weak prefixes
+
+WEAK = ["7*3=21,", "", "9*2=18,", "5+6=11,"]  # one weak prefix per PROMPTS row; "" = none
+
+
+def prefixed_trainer(tmp_path, **overrides):
+    trainer = make_trainer(tmp_path, **overrides)
+    trainer.train_dataset = trainer.train_dataset.add_column("weak_prefix", WEAK)
+    return trainer
+
+
+def prefix_batch(prompts: list[str], prefixes: list[str]) -> list[dict]:
+    return [
+        {"prompt": p, "weak_prefix": w}
+        for p, w in zip(prompts, prefixes, strict=True)
+        for _ in range(G)
+    ]
+
+
+def test_prefix_probability_is_checked_at_config_time(tmp_path):
+    for p in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=rf"prefix_prob must be in \[0, 1\], got {p}"):
+            PSNGRPOConfig(**settings(tmp_path, prefix_prob=p))
+
+
+def test_prefix_branch_needs_the_weak_prefix_column(tmp_path):
+    trainer = make_trainer(tmp_path, prefix_prob=0.5)
+    trainer.model.train()
+    with pytest.raises(ValueError, match="string column 'weak_prefix'"):
+        trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+
+
+def test_with_p0_a_step_is_the_plain_trainers_step(tmp_path):
+    runs = []
+    for name, make in (("plain", make_trainer), ("p0", prefixed_trainer)):
+        trainer = make(tmp_path / name, sigma=0.05, prefix_prob=0.0)
+        trainer.train()
+        runs.append((trainer.state.log_history[0], params(trainer.model)))
+    (plain_log, plain), (p0_log, p0) = runs
+    assert p0_log["loss"] == plain_log["loss"] and p0_log["reward"] == plain_log["reward"]
+    assert all(torch.equal(plain[name], p0[name]) for name in plain)
+
+
+def test_prefixed_groups_continue_the_prefix_and_the_reward_sees_it(tmp_path):
+    seen = []
+
+    def reward(completions, prefix, **kwargs):
+        seen.extend(zip(kwargs["prompts"], prefix, strict=True))
+        return distinct_chars(completions)
+
+    trainer = prefixed_trainer(tmp_path, prefix_prob=1.0, reward=reward)
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(prefix_batch(PROMPTS[:2], WEAK[:2]))
+    tok = build_tokenizer()
+    for row in range(2 * G):
+        prompt, prefix = PROMPTS[row // G], WEAK[row // G]
+        ids = output["prompt_ids"][row][output["prompt_mask"][row].bool()].tolist()
+        assert ids == tok(prompt + prefix)["input_ids"]  # the prefix ends the prompt
+        assert seen[row] == (prompt + prefix, prefix)  # the reward judges prefix + completion
+    metrics = trainer._metrics["train"]
+    assert metrics["prefix/fraction"] == [1.0]
+    assert metrics["prefix/tokens"] == [len("7*3=21,")]  # the second prompt's prefix is ""
+    assert metrics["prefix/reward_prefixed"] and "prefix/reward_plain" not in metrics
+
+
+def test_prefix_tokens_get_exactly_zero_gradient_and_completion_tokens_do_not(tmp_path):
+    """The final hidden state at position j feeds only the log-prob of token j + 1: its gradient
+    is zero exactly where token j + 1 is a prompt or prefix token."""
+    trainer = prefixed_trainer(tmp_path, sigma=0.05, prefix_prob=1.0)
+    model = trainer.model.train()
+    inputs = trainer._generate_and_score_completions(prefix_batch(PROMPTS[:1], WEAK[:1]))
+    assert inputs["advantages"].abs().sum() > 0  # rewards differ, so the loss has a gradient
+    hidden = []
+
+    def keep(module, args, out):  # returns None: the output is unchanged
+        out.retain_grad()
+        hidden.append(out)
+
+    handle = model.model.norm.register_forward_hook(keep)
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.compute_loss(model, inputs).backward()
+    handle.remove()
+    grad = hidden[0].grad.abs().sum(-1)  # (B, T): prompt width + completion width
+    width, prefix = inputs["prompt_ids"].size(1), len(WEAK[0])
+    mask = inputs["completion_mask"].bool()
+    for row in range(G):
+        assert torch.all(grad[row, width - prefix - 1 : width - 1] == 0)  # predicting the prefix
+        predicting = grad[row, width - 1 : width - 1 + mask.size(1)][mask[row]]
+        assert torch.all(predicting > 0)  # every completion token is learned from
