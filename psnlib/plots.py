@@ -71,6 +71,7 @@ def plot_pass_at_k(
 
 
 def _titled(grid: sns.FacetGrid, title: str) -> sns.FacetGrid:
+    grid.set_titles("{col_name}")
     if title:
         grid.figure.suptitle(title, y=1.03)
     return grid
@@ -166,7 +167,6 @@ def plot_training(
         aspect=1.2,
         facet_kws={"sharey": False},
     )
-    grid.set_titles("{col_name}")
     grid.set_axis_labels("training step", "")
     return _titled(grid, title)
 

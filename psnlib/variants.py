@@ -76,8 +76,8 @@ def load_variant(
     return train_policy(profile, variant.arm, seed, **variant.settings)
 
 
-def _label(table: pd.DataFrame, variant: Variant, seed: int) -> pd.DataFrame:
-    keys = {"policy": variant.label, "seed": seed, **variant.tags}
+def _label(table: pd.DataFrame, variant: Variant, seed: int, tags: list[str]) -> pd.DataFrame:
+    keys = {"policy": variant.label, "seed": seed, **{t: variant.tags.get(t) for t in tags}}
     front = pd.DataFrame(keys, index=table.index)
     return pd.concat([front, table.drop(columns=[c for c in keys if c in table])], axis=1)
 
@@ -91,7 +91,8 @@ def compare(
 ) -> dict[str, pd.DataFrame]:
     """Train (or load) every variant at every seed and evaluate it on ``benchmarks``.
 
-    Returns tidy tables, each with columns policy, seed and the variants' tags first:
+    Returns tidy tables, each with columns policy, seed and the variants' tags (None where a
+    variant lacks one) first:
     ``curves`` (x benchmark x k: pass_at_k and its bootstrap interval over problems, lo/hi),
     ``problems`` (x benchmark x problem: ``psnlib.evaluate.evaluate_policy``'s columns) and
     ``logs`` (x training step: reward, entropy, psn/*, tis/*).
@@ -101,13 +102,14 @@ def compare(
         raise ValueError(f"variant labels must be distinct, got {labels}")
     if not seeds:
         raise ValueError("compare needs at least one seed")
+    tags = list(dict.fromkeys(t for v in variants for t in v.tags))  # every table has them all
     out: dict[str, list[pd.DataFrame]] = {"curves": [], "problems": [], "logs": []}
     for variant in variants:
         for seed in variant.seeds(seeds):
             if progress:
                 print(f"[psnlib] {variant.label}, seed {seed}", flush=True)
             model, tokenizer, log = load_variant(profile, variant, seed)
-            out["logs"].append(_label(log, variant, seed))
+            out["logs"].append(_label(log, variant, seed, tags))
             if benchmarks:
                 tables = evaluate_benchmarks(
                     model,
@@ -119,7 +121,7 @@ def compare(
                     progress=progress,
                 )
                 for name in ("curves", "problems"):
-                    out[name].append(_label(tables[name].drop(columns="run"), variant, seed))
+                    out[name].append(_label(tables[name].drop(columns="run"), variant, seed, tags))
     return {
         name: pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         for name, tables in out.items()

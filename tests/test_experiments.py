@@ -1,0 +1,104 @@
+"""Experiment plans, run sharing (the compute budget), and compare / the experiment functions at
+the smoke profile."""
+
+import pytest
+import torch
+
+from psnlib import experiments, runs
+from psnlib.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
+from psnlib.profiles import PROFILES, get_profile
+from psnlib.tasks.countdown import Problem
+from psnlib.variants import BASE, Variant, compare
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PSNLIB_DATA", str(tmp_path_factory.mktemp("data")))
+        torch.set_num_threads(1)
+        yield
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_plan_is_well_formed(profile):
+    for name in PLANS:
+        plan = experiments.plan(name, profile)
+        labels = [v.label for v in plan.variants]
+        assert len(set(labels)) == len(labels), name
+        assert plan.seeds and plan.benchmarks, name
+
+
+def test_unknown_experiment_and_bad_variants_are_named():
+    with pytest.raises(ValueError, match=r"unknown experiment 'main'; allowed: \['across"):
+        experiments.plan("main", "smoke")
+    with pytest.raises(ValueError, match="unknown arm 'ppo'"):
+        Variant("x", "ppo")
+    with pytest.raises(ValueError, match="no RL settings"):
+        Variant("x", BASE, {"sigma": 0.1})
+    with pytest.raises(ValueError, match="distinct"):
+        compare("smoke", [GRPO, Variant("GRPO", "psn")], (0,))
+
+
+def test_runs_are_shared_across_experiments():
+    cpu = get_profile("cpu")
+    table = planned_runs(cpu)
+    assert table["run"].is_unique
+    # The main arms at every seed, the ablations at one seed, two runs per other policy.
+    n_main = 3 * len(cpu.seeds)
+    ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 2
+    assert len(table) == n_main + ablations + 2 * len(cpu.other_policies)
+    grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
+    assert len(grpo0) == 1 and "main_results" in grpo0.used_by.item()
+    assert "tis_ablation" in grpo0.used_by.item() and "coverage" in grpo0.used_by.item()
+    # The sweep's sigma and scope at the profile's values are the PSN run itself.
+    psn0 = table[table.run == PSN.run_key(cpu, 0)].used_by.item()
+    assert psn0.count("sigma_sweep") == 1 and "noise_site" in psn0
+
+
+def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
+    variants = [
+        BASE_POLICY,
+        GRPO,
+        Variant("PSN step", "psn", {"noise_scope": "step"}, tags={"v": 1}),
+    ]
+    first = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
+    curves, problems, logs = first["curves"], first["problems"], first["logs"]
+    assert list(curves.columns[:3]) == ["policy", "seed", "v"]
+    assert set(zip(curves.policy, curves.seed, strict=True)) == {
+        ("base", 0),
+        ("GRPO", 0),
+        ("GRPO", 1),
+        ("PSN step", 0),
+        ("PSN step", 1),
+    }
+    assert (curves.benchmark == "countdown-l1").all() and curves.k.max() == 16
+    assert len(problems) == 5 * get_profile("smoke").eval_problems
+    assert set(logs.policy) == {"GRPO", "PSN step"} and (logs.step.max() == 2)
+    # Everything is cached now: nothing trains, nothing samples.
+    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setattr("psnlib.evaluate.sample_prompts", lambda *a, **k: pytest.fail("sampled"))
+    again = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
+    assert again["curves"].equals(curves)
+
+
+def test_experiment_functions_add_their_tables(smoke_data):
+    r = experiments.rl_narrows_coverage("smoke", seeds=(0,))
+    assert {"curves", "problems", "logs", "summary", "crossover"} <= set(r)
+    assert "average" in set(r["summary"].benchmark)
+    assert experiments.main_results.__name__ == "main_results"
+    frontier = experiments.noise_frontier("smoke", sigmas=(0.0, 0.01))
+    assert list(frontier.policy.unique()) == ["sigma=0", "sigma=0.01"]
+    assert set(frontier.benchmark) == set(get_profile("smoke").ablation_benchmarks)
+
+
+def test_side_by_side_shows_correct_answers_first(smoke_data):
+    shown = experiments.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
+    assert len(shown) == get_profile("smoke").example_responses
+    assert shown.correct.tolist() == sorted(shown.correct, reverse=True)
+    assert (shown.correct_in_draw >= shown.correct.sum()).all()
+
+
+def test_testbed_reports_both_policies(smoke_data):
+    r = experiments.testbed("smoke")
+    assert r["policies"].policy.tolist() == ["base", "weak"]
+    assert set(r["curves"].policy) == {"base", "weak"}

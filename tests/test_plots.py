@@ -1,0 +1,59 @@
+"""Every figure draws from a tidy table and saves as PNG; tables save as CSV."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from psnlib import plots
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def curves(seeds=(0, 1)) -> pd.DataFrame:
+    rows = [
+        {"policy": p, "seed": s, "benchmark": b, "k": k}
+        | {"pass_at_k": min(1.0, 0.1 * np.log2(2 * k) + 0.05 * s), "lo": 0.0, "hi": 1.0}
+        for p in ("GRPO", "PSN")
+        for s in seeds
+        for b in ("l1", "average")
+        for k in (1, 2, 4, 8)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("seeds", [(0,), (0, 1)])
+def test_pass_at_k_panels_per_benchmark_with_bands(seeds, tmp_path):
+    grid = plots.plot_pass_at_k(curves(seeds), title="t")
+    assert len(grid.axes.flat) == 2
+    assert grid.axes.flat[0].get_xscale() == "log"
+    path = plots.save_figure(grid, tmp_path / "sub" / "passk.png")
+    assert path.exists() and path.stat().st_size > 0
+
+
+def test_bars_frontier_and_training(tmp_path):
+    grid = plots.plot_pass_bars(curves(), (1, 8), "average")
+    assert [ax.get_title() for ax in grid.axes.flat] == ["pass@1", "pass@8"]
+    fig = plots.plot_frontier(curves(), 8, "average")
+    assert fig.axes[0].get_ylabel() == "pass@8 (%)"
+    logs = pd.DataFrame(
+        {"policy": "PSN", "seed": [0] * 4 + [1] * 4, "step": [1, 2, 3, 4] * 2}
+        | {"reward": np.linspace(0, 1, 8), "entropy": np.linspace(2, 1, 8)}
+    )
+    grid = plots.plot_training(logs, ["reward", "entropy", "not_logged"])
+    assert [ax.get_title() for ax in grid.axes.flat] == ["reward", "entropy"]
+    with pytest.raises(ValueError, match="none of"):
+        plots.plot_training(logs, ["psn/sigma"])
+    for name, figure in {"bars": grid, "frontier": fig}.items():
+        assert plots.save_figure(figure, tmp_path / f"{name}.png").exists()
+
+
+def test_tables_save_with_a_named_index_only(tmp_path):
+    plain = plots.save_table(pd.DataFrame({"a": [1, 2]}), tmp_path / "plain.csv")
+    assert plain.read_text().splitlines()[0] == "a"
+    named = pd.DataFrame({"a": [1]}, index=pd.Index(["x"], name="policy"))
+    assert plots.save_table(named, tmp_path / "named.csv").read_text().startswith("policy,a")
