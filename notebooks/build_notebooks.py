@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 PARAMETERS = """\
 # Parameters (papermill overrides these)
 profile = "cpu"  # smoke | cpu | gpu | paper: the only change needed to run at another scale
-seeds = None  # training seeds, e.g. (0, 1, 2); None: the profile's {which}
+seeds = None  # training seeds, e.g. (0, 1, 2); None: {which}
 figures_dir = None  # where figures and tables go; None: figures/<profile>/
 metrics_path = None  # the metrics JSON the tests check; None: <figures_dir>/{stem}.json"""
 
@@ -52,7 +52,7 @@ def code(text: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(text.strip())
 
 
-def header(stem: str, title: str, claim: str, which: str = "(seeds)") -> list:
+def header(stem: str, title: str, claim: str, which: str = "P.seeds") -> list:
     """Title and claim, the parameters cell and the setup cell."""
     params = code(PARAMETERS.format(which=which, stem=stem))
     params.metadata["tags"] = ["parameters"]
@@ -63,7 +63,7 @@ def metrics_cell(summary: str = "r['summary']", extra: str = "") -> nbformat.Not
     return code(SAVE_METRICS.format(summary=summary, extra=extra))
 
 
-ABLATION = "(ablation_seeds)"
+ABLATION = "P.ablation_seeds"
 
 NOTEBOOKS: dict[str, list] = {}
 
@@ -125,17 +125,19 @@ plots.save_figure(grid, out / "00_quickstart_training.png")
     md("""
 ## What `make reproduce` trains
 
-Every RL run the notebooks need, once each: runs with the same arm, seed and settings are
-shared, so this is the compute budget at this profile.
+Every policy the notebooks train and evaluate, once each: runs with the same arm, seed and
+settings are shared, so this is the compute budget at this profile (an evaluation is one policy
+on one benchmark).
 """),
     code("""
 plan = experiments.planned_runs(P)
-print(len(plan), "RL runs at profile", P.name)
-plan[["arm", "seed", "policy", "used_by"]]
+print((plan.arm != "base").sum(), "RL runs and", plan.benchmarks.sum(), "evaluations at", P.name)
+plan[["arm", "seed", "policy", "benchmarks", "used_by"]]
 """),
     metrics_cell(
         "summaries.summarize(frontier.assign(seed=0))",
-        '\n    "planned_runs": len(plan),\n    "final_reward": float(log["reward"].iloc[-1]),',
+        '\n    "planned_runs": int((plan.arm != "base").sum()),'
+        '\n    "final_reward": float(log["reward"].iloc[-1]),',
     ),
 ]
 
@@ -152,7 +154,7 @@ Our CPU stand-in: Countdown arithmetic (reach a target with every number once, e
 by SFT on correct chains drawn uniformly from all chains of each problem, and a smaller Llama
 *weak* policy trained only on "linear" chains (each step extends the previous result).
 """,
-        which="(unused here)",
+        which="unused here",
     ),
     md("""
 ## The task is exactly verifiable and has many solution paths

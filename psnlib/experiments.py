@@ -166,23 +166,26 @@ def rl_narrows_coverage(
 
 
 def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
-    """Every RL run the experiments need, one row per distinct run (arm, seed and settings),
-    with the experiments that share it: the compute budget of ``make reproduce``."""
+    """Every policy the experiments train or evaluate, one row per distinct run (arm, seed and
+    settings; base policies have arm ``base`` and train nothing), with the experiments that share
+    it and how many benchmarks it is evaluated on: the compute budget of ``make reproduce``."""
     rows: dict[str, dict] = {}
     for name in PLANS:
         p = plan(name, profile)
         for v in p.variants:
-            if v.arm == BASE:
-                continue
             for seed in v.seeds(p.seeds):
                 key = v.run_key(profile, seed)
                 row = rows.setdefault(
-                    key, {"run": key, "arm": v.arm, "seed": seed, "policy": v.label, "used_by": []}
+                    key,
+                    {"run": key, "arm": v.arm, "seed": seed, "policy": v.label}
+                    | {"used_by": [], "benchmarks": set()},
                 )
-                if name not in row["used_by"]:
-                    row["used_by"].append(name)
+                row["used_by"] += [name] if name not in row["used_by"] else []
+                row["benchmarks"] |= set(p.benchmarks)
     table = pd.DataFrame(list(rows.values()))
-    return table.assign(used_by=table["used_by"].map(", ".join))
+    return table.assign(
+        used_by=table["used_by"].map(", ".join), benchmarks=table["benchmarks"].map(len)
+    )
 
 
 def noise_frontier(

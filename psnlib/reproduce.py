@@ -4,7 +4,16 @@ Each notebook ``notebooks/NN_name.ipynb`` is executed with parameters ``profile`
 and ``metrics_path``; the executed copy goes to ``runs/<profile>/`` (the committed notebooks stay
 without outputs), figures and tables to ``figures/<profile>/``, and the metrics JSON its last cell
 writes to ``figures/<profile>/NN_name.json``. A notebook whose metrics JSON already exists is
-skipped unless ``--force``, so an interrupted reproduction resumes where it stopped.
+skipped unless ``--force``, so an interrupted reproduction resumes where it stopped; inside a
+notebook, finished RL runs and evaluations are loaded from their caches, so a re-run notebook
+only computes what is missing.
+
+Budget at the ``cpu`` profile (``psnlib.experiments.planned_runs("cpu")`` lists it): 24 RL runs
+of 80 steps (GRPO, PSN fixed and PSN adaptive II at 3 seeds; 13 ablation runs at seed 0; GRPO
+and PSN from the other tiny family), about 100 evaluations (one policy on one benchmark: 100
+problems x 256 samples, ~25-40 s each on 2 cores), and the SFT of three tiny policies (~18 min).
+Total ~= 18 min + 45 min + 24 x (minutes per RL run): within 3 hours while a run takes at most
+~5 minutes; fewer seeds (``Profile.seeds``) or a shorter sweep cut it.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from psnlib.experiments import planned_runs
 from psnlib.profiles import PROFILES, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,14 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     figures_dir = (args.out / "figures" / profile).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
     paths = notebook_paths(args.notebooks, args.only)
-    print(f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}")
+    plan = planned_runs(profile)
+    print(
+        f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
+        f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
+    )
     for path in paths:
         done = figures_dir / f"{path.stem}.json"
         if done.exists() and not args.force:
             print(f"[psnlib] {path.name}: done already ({done.name}); --force to re-run")
             continue
         start = time.perf_counter()
-        print(f"[psnlib] {path.name}: running ...", flush=True)
+        print(f"[psnlib] {path.name}: running (log below) ...", flush=True)
         run_notebook(path, profile, figures_dir, runs_dir)
         print(f"[psnlib] {path.name}: finished in {time.perf_counter() - start:.0f} s", flush=True)
     return 0

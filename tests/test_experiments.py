@@ -43,6 +43,10 @@ def test_runs_are_shared_across_experiments():
     cpu = get_profile("cpu")
     table = planned_runs(cpu)
     assert table["run"].is_unique
+    bases = table[table.arm == BASE]
+    assert len(bases) == 1 + len(cpu.other_policies)
+    assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
+    table = table[table.arm != BASE]
     # The main arms at every seed, the ablations at one seed, two runs per other policy.
     n_main = 3 * len(cpu.seeds)
     ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 2
