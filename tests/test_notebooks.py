@@ -82,3 +82,17 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
         assert all(a <= b + 1e-12 for a, b in zip(values, values[1:], strict=False))
     assert list(figures.glob(f"{path.stem}*.png")), "no figure written"
     assert list(figures.glob(f"{path.stem}*.csv")), "no table written"
+
+
+def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):
+    from psnlib.reproduce import ROOT, notebook_outputs
+
+    assert notebook_outputs("smoke", tmp_path / "f") == tmp_path / "f"
+    assert (tmp_path / "f").is_dir()
+    assert notebook_outputs("cpu") == ROOT / "figures" / "cpu"  # the default: by profile
+    assert [p.stem for p in notebook_paths(NOTEBOOK_DIR, ["03_", "13_"])] == [
+        "03_main_results",
+        "13_ood",
+    ]
+    with pytest.raises(ValueError, match="matches no notebook"):
+        notebook_paths(NOTEBOOK_DIR, ["nope"])
