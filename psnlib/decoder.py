@@ -21,6 +21,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 LLAMA_LAYOUT = ("llama", "qwen2")  # model types the decoder runs
 COMPACT_FRACTION = 0.25  # a cohort packs its nodes once this share of its slots is dead
+MASKED_PROMPTS = 8  # cohorts of at most this many prompts attend to all prompts, masked
 Route = Callable[[torch.Tensor], None]  # called with the prompt index of each row (B,)
 
 
@@ -62,12 +63,14 @@ class Cohort:
     low-entropy policy, about half the tokens of 256 samples per prompt). A node starts at each
     prompt and splits when its rows draw different tokens.
 
-    Attention of a node's query covers its prompt and its own generated tokens. The prompt part
-    is two batched matmuls against the KV of all the cohort's prompts, other prompts' slots
-    masked out (a cohort holds few prompts). The generated part is per node, in a
-    sequence-first cache (T, m, H, D) with KV heads repeated to H: for one query per node that is
-    elementwise work over long contiguous rows, several times faster on CPU than m x H tiny
-    matmuls.
+    Attention of a node's query covers its prompt and its own generated tokens. For the prompt
+    part, a cohort of few prompts (evaluation: many samples of each) runs two batched matmuls
+    against the KV of all its prompts, other prompts' slots masked out; a cohort of many prompts
+    (training rollouts, one prompt per rollout under per-rollout noise) gathers each node's own
+    prompt KV instead, at a cost that does not grow with the number of prompts. The generated
+    part is per node, in a sequence-first cache (T, m, H, D) with KV heads repeated to H: for
+    one query per node that is elementwise work over long contiguous rows, several times faster
+    on CPU than m x H tiny matmuls.
     """
 
     def __init__(
@@ -80,24 +83,30 @@ class Cohort:
         capacity: int,
     ) -> None:
         P, W = mask.shape  # (P, W): 1 on prompt tokens, 0 on left padding
-        self.prompt_keys, self.prompt_values = [], []  # per layer (H, D, P*W), (H, P*W, D)
+        self.prompt_keys, self.prompt_values = [], []  # per layer (P, H, W, D), padding zeroed
         self.keys, self.values = [], []  # per layer (new, capacity, H, D): nodes' own tokens
         for layer in cache.layers:
             k, v = (
                 (x * mask[:, None, :, None]).repeat_interleave(heads // x.shape[1], dim=1)
                 for x in (layer.keys, layer.values)
-            )  # (P, H, W, D), zeros on padding
-            self.prompt_keys.append(k.permute(1, 3, 0, 2).reshape(heads, -1, P * W))
-            self.prompt_values.append(v.permute(1, 0, 2, 3).reshape(heads, P * W, -1))
+            )  # (P, H, W, D)
+            self.prompt_keys.append(k.contiguous())
+            self.prompt_values.append(v.contiguous())
             self.keys.append(k.new_empty((new, capacity, heads, k.shape[-1])))
             self.values.append(v.new_empty((new, capacity, heads, v.shape[-1])))
-        prompts = torch.arange(P, device=mask.device)
-        own = (prompts[:, None, None] == prompts[:, None]) & (mask == 1)  # (P, P, W)
-        self.prompt_bias = torch.full((capacity, P * W), float("-inf"), dtype=k.dtype)
-        self.prompt_bias = self.prompt_bias.to(k.device)  # (capacity, P*W): 0 on own prompt
-        self.prompt_bias[:P].masked_fill_(own.view(P, P * W), 0.0)
+        self.prompt_bias = torch.zeros((P, W), dtype=k.dtype, device=k.device)
+        self.prompt_bias.masked_fill_(mask == 0, float("-inf"))  # (P, W): -inf on padding
+        self.masked = P <= MASKED_PROMPTS
+        if self.masked:  # all prompts' KV side by side, (H, D, P*W) and (H, P*W, D)
+            self.prompt_keys = [x.permute(1, 3, 0, 2).flatten(2) for x in self.prompt_keys]
+            self.prompt_values = [x.permute(1, 0, 2, 3).flatten(1, 2) for x in self.prompt_values]
+            own = torch.eye(P, dtype=torch.bool, device=k.device)[:, :, None] & (mask == 1)
+            self.prompt_bias = torch.zeros((P, P * W), dtype=k.dtype, device=k.device)
+            self.prompt_bias.masked_fill_(~own.view(P, P * W), float("-inf"))  # (P, P*W)
         self.positions = torch.zeros(capacity, dtype=torch.long, device=k.device)
         self.positions[:P] = mask.sum(-1)
+        self.local = torch.zeros(capacity, dtype=torch.long, device=k.device)
+        self.local[:P] = torch.arange(P, device=k.device)  # each node's prompt in this cohort
         self.prompt = torch.zeros(capacity, dtype=torch.long, device=k.device)
         self.prompt[:P] = prompt_index  # the caller's index of each node's prompt
         self.m, self.s = P, 0  # nodes (slots in use) and tokens generated so far
@@ -110,12 +119,24 @@ class Cohort:
         m, s = self.m, self.s
         keys, values = self.keys[layer][: s + 1, :m], self.values[layer][: s + 1, :m]
         keys[s], values[s] = k, v
-        prompt = torch.baddbmm(self.prompt_bias[:m], q.transpose(0, 1), self.prompt_keys[layer])
-        own = (keys * q).sum(-1).permute(2, 1, 0)  # (H, m, s + 1); prompt (H, m, P*W)
-        weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (H, m, P*W + s + 1)
-        y = torch.bmm(weights[..., : prompt.shape[-1]], self.prompt_values[layer])  # (H, m, D)
-        mine = weights[..., prompt.shape[-1] :].permute(2, 1, 0)[..., None]  # (s + 1, m, H, 1)
-        return y.transpose(0, 1) + (mine * values).sum(0)  # (m, H, D)
+        local = self.local[:m]
+        bias = self.prompt_bias.index_select(0, local)  # (m, W) or, masked, (m, P*W)
+        if self.masked:
+            prompt = torch.baddbmm(bias, q.transpose(0, 1), self.prompt_keys[layer]).transpose(0, 1)
+        else:
+            prompt_keys = self.prompt_keys[layer].index_select(0, local)  # (m, H, W, D)
+            prompt = (prompt_keys * q[:, :, None]).sum(-1) + bias[:, None]  # (m, H, W)
+        own = (keys * q).sum(-1).permute(1, 2, 0)  # (m, H, s + 1)
+        weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (m, H, W' + s + 1)
+        W = prompt.shape[-1]
+        if self.masked:
+            y = torch.bmm(weights[..., :W].transpose(0, 1), self.prompt_values[layer])
+            y = y.transpose(0, 1)  # (m, H, D)
+        else:
+            prompt_values = self.prompt_values[layer].index_select(0, local)  # (m, H, W, D)
+            y = (weights[..., :W, None] * prompt_values).sum(2)  # (m, H, D)
+        mine = weights[..., W:].permute(2, 0, 1)[..., None]  # (s + 1, m, H, 1)
+        return y + (mine * values).sum(0)  # (m, H, D)
 
     def split(self, parent: torch.Tensor) -> torch.Tensor:
         """Give the children of the nodes their slots; child c continues node ``parent[c]``
@@ -138,13 +159,12 @@ class Cohort:
         return slots
 
     def _move(self, source: torch.Tensor, target: torch.Tensor) -> None:
-        """Copy the history (filled slots, prompt bias, position, prompt index) of nodes
-        ``source`` into slots ``target``."""
+        """Copy the history (filled slots, position, prompt) of nodes ``source`` into slots
+        ``target``."""
         for cache in (*self.keys, *self.values):
             cache[: self.s, target] = cache[: self.s, source]
-        self.prompt_bias[target] = self.prompt_bias[source]
-        self.positions[target] = self.positions[source]
-        self.prompt[target] = self.prompt[source]
+        for index in (self.positions, self.local, self.prompt):
+            index[target] = index[source]
 
 
 class TreeDecoder:

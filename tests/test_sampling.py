@@ -19,6 +19,14 @@ from psnlib.sampling import decode, generate_samples, sample_rows, sample_tokens
 PROMPTS = ["7 3 5 4->22:", "1 2->3:", "12 11 10 9 8->99:", "6 6->36:", "10 2 3 5->60:"]
 
 
+@pytest.fixture(params=["masked", "gathered"])
+def prompt_attention(request, monkeypatch):
+    """Both prompt-attention paths of a cohort: all prompts masked (few prompts), or each node's
+    own prompt gathered (many prompts); forced here, whatever the cohorts' sizes."""
+    monkeypatch.setattr(decoder, "MASKED_PROMPTS", 1000 if request.param == "masked" else 0)
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     """The smoke base policy (2 layers, SFT for seconds): emits EOS, outputs vary by prompt."""
@@ -66,7 +74,7 @@ def rows(samples, i: int) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("family", ["qwen2", "llama-gqa"])
-def test_greedy_equals_generate_with_mixed_prompt_lengths(policy, family):
+def test_greedy_equals_generate_with_mixed_prompt_lengths(policy, prompt_attention, family):
     model, tok = policy
     model = model if family == "qwen2" else gqa_llama(tok)
     got = sample_tokens(
@@ -116,7 +124,7 @@ def test_sampled_next_tokens_follow_the_softmax(policy):
             assert chi2(obs.numpy(), exp.numpy()).pvalue > 1e-3, (temperature, context)
 
 
-def test_logprobs_and_entropies_match_teacher_forcing(policy):
+def test_logprobs_and_entropies_match_teacher_forcing(policy, prompt_attention):
     """Every row's log-probs and entropies equal a fresh forward over its prompt and tokens: its
     history survived joining, node splits and packing (a small batch forces all of them)."""
     model, tok = policy
@@ -228,7 +236,7 @@ def test_sample_rows_takes_a_count_per_prompt(policy):
     assert torch.equal(same.tokens.view(3, 4, 10), sample_tokens(model, ids, 4, **kwargs).tokens)
 
 
-def test_route_sees_the_prompt_of_every_row_of_every_forward(policy):
+def test_route_sees_the_prompt_of_every_row_of_every_forward(policy, prompt_attention):
     """A route that pushes prompt i towards token 5 + i: every sample then follows its prompt,
     through prefill, node splits, cohorts joining and rows leaving."""
     model, tok = policy
