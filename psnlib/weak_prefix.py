@@ -29,6 +29,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -36,7 +37,10 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.io import atomic_write_json, data_dir
+from psnlib.pretrain import build_policy
+from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.sampling import generate_samples
+from psnlib.tasks import rl_train_set
 from psnlib.tasks.countdown import ALL_OPS, Problem, apply_op, chains_by_value, parse_chain
 
 CACHE_VERSION = 1  # bump when the recipe changes in a way the cache key does not see
@@ -289,6 +293,47 @@ def choose_prefixed(num_groups: int, p: float, seed: int, step: int) -> torch.Te
     digest = hashlib.blake2b(f"weak-prefix/{seed}/{step}".encode(), digest_size=8).digest()
     g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
     return torch.rand(num_groups, generator=g) < p  # rand is in [0, 1): p=1 takes every group
+
+
+PREFIX_SOURCES = ("weak", "same_family")
+
+
+def prefix_source(profile: str | Profile, source: str = "weak") -> PolicySpec:
+    """The policy that writes prefixes: the profile's ``weak`` policy (another family), or
+    ``same_family``: the same recipe (size, data, steps) in the target's family (the paper's
+    same-family control)."""
+    profile = get_profile(profile)
+    if source not in PREFIX_SOURCES:
+        raise ValueError(f"unknown prefix source {source!r}; allowed: {', '.join(PREFIX_SOURCES)}")
+    if source == "weak":
+        return profile.weak
+    return replace(profile.weak, family=profile.base.family, name_or_path=None)
+
+
+def prefix_train_set(
+    profile: str | Profile,
+    seed: int = 0,
+    *,
+    truncation: str = "entropy",
+    source: str = "weak",
+    progress: bool = True,
+) -> Dataset:
+    """The profile's RL training set (``rl_train_set``) with weak prefixes (``build_prefixes``)
+    written by ``source`` and cut under the profile's base policy; cached."""
+    profile = get_profile(profile)
+    target, target_tokenizer, _ = build_policy(profile.base)
+    weak, weak_tokenizer, _ = build_policy(prefix_source(profile, source))
+    return build_prefixes(
+        rl_train_set(profile.rl_train_problems, seed=seed),
+        target,
+        target_tokenizer,
+        weak,
+        weak_tokenizer,
+        truncation=truncation,
+        seed=seed,
+        max_new_tokens=profile.max_completion_length,
+        progress=progress,
+    )
 
 
 # ----------------------------------------------------------------------------- prefix quality

@@ -312,3 +312,22 @@ def test_reward_with_prefix():
         countdown_reward(completions, numbers, target, prefix=prefixes[:3])
     with pytest.raises(ValueError, match="row 1: field 'prefix'"):
         countdown_reward(completions[:2], numbers[:2], target[:2], prefix=["", None])
+
+
+def test_prefix_train_set_of_a_profile_and_its_same_family_control(tmp_path, monkeypatch):
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))  # smoke policies build here in seconds
+    from psnlib.profiles import get_profile
+    from psnlib.weak_prefix import prefix_source, prefix_train_set
+
+    smoke = get_profile("smoke")
+    assert prefix_source(smoke, "weak") == smoke.weak
+    control = prefix_source(smoke, "same_family")
+    assert control.family == smoke.base.family != smoke.weak.family
+    assert control.sft_steps == smoke.weak.sft_steps and control.sft_style == smoke.weak.sft_style
+    with pytest.raises(ValueError, match=r"unknown prefix source 'gpt'; allowed: weak, same_fam"):
+        prefix_source(smoke, "gpt")
+    built = prefix_train_set("smoke", seed=0, truncation="random", progress=False)
+    assert len(built) == smoke.rl_train_problems and "weak_prefix" in built.column_names
+    again = prefix_train_set("smoke", seed=0, truncation="random", progress=False)
+    assert again["weak_prefix"] == built["weak_prefix"]
+    assert len(list((tmp_path / "cache" / "weak_prefixes").iterdir())) == 1  # cached once
