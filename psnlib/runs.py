@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -26,6 +27,7 @@ from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
 from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.weak_prefix import prefix_train_set
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
 # scope and TIS cap from the profile, and the adaptive arms start from that sigma.
@@ -39,7 +41,14 @@ ARMS: dict[str, dict[str, Any]] = {
     # Variant II. Lexical d_sem suits arithmetic chains (psnlib.schedulers); clean pairs for half
     # of each step's prompts keep its cost on CPU, where every extra row costs, under 10%.
     "psn_div": {"sigma_scheduler": "diversity", "div_similarity": "lexical", "div_fraction": 0.5},
+    # Weak-model guidance: a fifth of the prompt groups continue a weak prefix; alone, and
+    # together with the PSN arm's noise (in neither paper).
+    "weak_prefix": {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2},
+    "psn_weak_prefix": {"prefix_prob": 0.2},
 }
+# How the training set's `weak_prefix` column is made (psnlib.weak_prefix.prefix_train_set): run
+# settings beside the PSNGRPOConfig ones, present when prefix_prob > 0.
+PREFIX_SETTINGS = {"prefix_truncation": "entropy", "prefix_source": "weak"}
 CACHE_VERSION = 2
 
 
@@ -68,15 +77,38 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
         "use_cpu": not torch.cuda.is_available(),
         "bf16": False,
     }
-    return {**settings, **ARMS[arm], **overrides}
+    settings = {**settings, **ARMS[arm], **overrides}
+    if settings.get("prefix_prob", 0.0) > 0:
+        return {**PREFIX_SETTINGS, **settings}
+    given = sorted(set(PREFIX_SETTINGS) & set(settings))
+    if given:
+        raise ValueError(f"{given} only apply to weak-prefix runs: also set prefix_prob > 0")
+    return settings
 
 
 def rl_config(
     profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
 ) -> PSNGRPOConfig:
-    """The ``PSNGRPOConfig`` of one run (``rl_settings``) writing to ``output_dir``."""
+    """The ``PSNGRPOConfig`` of one run (``rl_settings`` but the prefix settings), writing to
+    ``output_dir``."""
     settings = rl_settings(profile, arm, seed, **overrides)
+    for name in PREFIX_SETTINGS:
+        settings.pop(name, None)
     return PSNGRPOConfig(output_dir=str(output_dir), **settings)
+
+
+def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> Dataset:
+    """The training problems of a run: ``rl_train_set``, with weak prefixes if it uses them."""
+    profile = get_profile(profile)
+    settings = rl_settings(profile, arm, seed, **overrides)
+    if settings.get("prefix_prob", 0.0) > 0:
+        return prefix_train_set(
+            profile,
+            seed,
+            truncation=settings["prefix_truncation"],
+            source=settings["prefix_source"],
+        )
+    return rl_train_set(profile.rl_train_problems, seed=seed)
 
 
 def run_dir(
@@ -128,7 +160,7 @@ def train_policy(
         model=model,
         reward_funcs=reward,
         args=config,
-        train_dataset=rl_train_set(profile.rl_train_problems, seed=seed),
+        train_dataset=train_set(profile, arm, seed, **overrides),
         processing_class=tokenizer,
     )
     resume = get_last_checkpoint(str(work)) if work.exists() else None

@@ -96,3 +96,21 @@ def test_run_key_covers_training_and_nothing_else():
     assert run_dir(smoke.with_overrides(rl_steps=3), "psn", 0, {}, "r") != key
     other_base = smoke.with_overrides(base=smoke.other_policies[0])
     assert run_dir(other_base, "psn", 0, {}, "r") != key
+
+
+def test_weak_prefix_runs_train_on_prefixed_problems_keyed_by_how_they_were_made(data):
+    with pytest.raises(ValueError, match=r"\['prefix_source'\] only apply to weak-prefix runs"):
+        rl_config("smoke", "grpo", 0, data, prefix_source="same_family")
+    config = rl_config("smoke", "weak_prefix", 0, data)
+    assert (config.prefix_prob, config.sigma) == (0.2, 0.0)
+    keys = {
+        run_dir("smoke", "weak_prefix", 0, overrides, "r")
+        for overrides in ({}, {"prefix_truncation": "random"}, {"prefix_source": "same_family"})
+    }
+    assert len(keys) == 3  # how the prefixes were made is part of the run
+    assert run_dir("smoke", "weak_prefix", 0, {"prefix_truncation": "entropy"}, "r") in keys
+    # p = 1: every group continues its prefix (the smoke policies write at least one step)
+    _, _, log = train_policy(
+        "smoke", "weak_prefix", 0, reward=starts_with_digit_seven, prefix_prob=1.0
+    )
+    assert (log["prefix/fraction"] == 1.0).all() and (log["prefix/tokens"] > 0).all()
