@@ -3,7 +3,7 @@
 Each notebook is a list of cells: prose, one ``parameters`` cell, calls into psnlib, the figure
 or table, and a last cell writing the metrics JSON the tests check. The committed ``.ipynb`` files
 are this script's output, stored without outputs; edit here and re-run (a test checks the two
-agree). Notebooks not listed here (e.g. the weak-prefix ones) are left alone.
+agree).
 """
 
 from __future__ import annotations
@@ -415,6 +415,66 @@ advantages (k = the profile's `passk_k`).
     ["reward", "entropy", "psn/kl_proxy"],
 )
 
+NOTEBOOKS["09_weak_prefix"] = [
+    *header(
+        "09_weak_prefix",
+        "09 — Weak-model guidance: GRPO rollouts that continue a weak model's prefix",
+        """
+**Claim (weak-guidance paper, main table).** Letting the target complete partial solutions of a
+smaller model of another family breaks its over-confidence: with p = 0.2 of the prompt groups
+prefixed (entropy-based truncation), Qwen2.5-7B's average pass@128 rises from 67.76 (GRPO) to
+70.71 (Gemma-2-2B prefixes), pass@1 about unchanged. Ablations: random truncation is worse; p =
+0.2 beats 0.5 and 1.0; prefixes from the same family give no gain. Here: the testbed's base
+policy (Qwen2) guided by its weak policy (a smaller Llama trained only on linear chains).
+""",
+    ),
+    md("""
+## The prefixes, measured exactly
+
+Before training, the weak policy writes one solution per training problem and the base policy's
+step entropies choose the cut. On the testbed we can check every prefix exactly: can it still be
+completed to a correct chain, or is it a dead end?
+"""),
+    code("""
+quality = experiments.prefix_quality_table(P)
+plots.save_table(quality, out / "09_weak_prefix_quality.csv")
+quality
+"""),
+    code("""
+r = experiments.weak_prefix(P, seeds)
+curves = summaries.with_average(r["curves"])
+grid = plots.plot_pass_at_k(curves, title="pass@k (mean ± s.e. over seeds)")
+plots.save_figure(grid, out / "09_weak_prefix_passk.png")
+plots.save_table(r["summary"], out / "09_weak_prefix_summary.csv")
+summaries.pass_table(r["summary"], KS)
+"""),
+    md("## During training: prefixed and plain groups"),
+    code("""
+logged = ["reward", "entropy", "prefix/reward_prefixed", "prefix/reward_plain"]
+grid = plots.plot_training(r["logs"], logged)
+plots.save_figure(grid, out / "09_weak_prefix_training.png")
+"""),
+    md("## Ablations: truncation, p, prefix source (the ablation seeds and benchmarks)"),
+    code("""
+ab = experiments.weak_prefix_ablation(P)
+grid = plots.plot_pass_bars(summaries.with_average(ab["curves"]), (KS[0], KS[-1]),
+                            summaries.AVERAGE)
+plots.save_figure(grid, out / "09_weak_prefix_ablation.png")
+plots.save_table(ab["summary"], out / "09_weak_prefix_ablation.csv")
+summaries.pass_table(ab["summary"][ab["summary"].benchmark == summaries.AVERAGE], KS)
+"""),
+    md("## What we measured"),
+    code("""
+print(summaries.headline(r["summary"], summaries.AVERAGE, KS))
+print(summaries.headline(ab["summary"], summaries.AVERAGE, KS))
+print(quality.round(3).to_string(index=False))
+"""),
+    metrics_cell(
+        extra='\n    "ablation": summaries.passk_metrics(ab["summary"]),'
+        '\n    "prefix_quality": quality.to_dict(orient="records"),'
+    ),
+]
+
 NOTEBOOKS["10_entropy_dynamics"] = [
     *header(
         "10_entropy_dynamics",
@@ -568,6 +628,20 @@ for benchmark in r["summary"].benchmark.unique():
 """),
     metrics_cell(),
 ]
+
+
+NOTEBOOKS["14_psn_with_weak_prefix"] = _ablation(
+    "14_psn_with_weak_prefix",
+    "14 — Both explorations at once: parameter noise and weak prefixes",
+    """
+**Question (in neither paper).** The two papers explore in different places: PSN perturbs the
+policy's weights for whole trajectories, weak guidance perturbs the start of the trajectory. Do
+they add up? Here: GRPO, PSN (fixed sigma, TIS), GRPO with weak prefixes (p = 0.2) and PSN with
+weak prefixes, at the ablation seeds and benchmarks.
+""",
+    "psn_with_weak_prefix",
+    ["reward", "entropy", "prefix/reward_prefixed", "psn/kl_proxy"],
+)
 
 
 def build(stem: str) -> nbformat.NotebookNode:
