@@ -10,7 +10,7 @@ Notebooks call these functions and only show what they return.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -207,23 +207,41 @@ def rl_narrows_coverage(
     return results
 
 
+def _plan_entries(profile: str | Profile) -> Iterator[tuple[str, Variant, int, tuple[str, ...]]]:
+    """(experiment, variant, seed, benchmarks) of every plan, in plan order."""
+    for name in PLANS:
+        p = plan(name, profile)
+        for v in p.variants:
+            for seed in v.seeds(p.seeds):
+                yield name, v, seed, p.benchmarks
+
+
+def planned_work(profile: str | Profile = "cpu") -> list[tuple[Variant, int, tuple[str, ...]]]:
+    """Every distinct (variant, seed) the experiments train or load, once, with the union of the
+    benchmarks they evaluate it on, in plan order: what ``psnlib.reproduce --workers`` prepares
+    in parallel before the notebooks run."""
+    work: dict[str, tuple[Variant, int, dict[str, None]]] = {}
+    for _, v, seed, benchmarks in _plan_entries(profile):
+        work.setdefault(v.run_key(profile, seed), (v, seed, {}))[2].update(
+            dict.fromkeys(benchmarks)
+        )
+    return [(v, seed, tuple(benchmarks)) for v, seed, benchmarks in work.values()]
+
+
 def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
     """Every policy the experiments train or evaluate, one row per distinct run (arm, seed and
     settings; base policies have arm ``base`` and train nothing), with the experiments that share
     it and how many benchmarks it is evaluated on: the compute budget of ``make reproduce``."""
     rows: dict[str, dict] = {}
-    for name in PLANS:
-        p = plan(name, profile)
-        for v in p.variants:
-            for seed in v.seeds(p.seeds):
-                key = v.run_key(profile, seed)
-                row = rows.setdefault(
-                    key,
-                    {"run": key, "arm": v.arm, "seed": seed, "policy": v.label}
-                    | {"used_by": [], "benchmarks": set()},
-                )
-                row["used_by"] += [name] if name not in row["used_by"] else []
-                row["benchmarks"] |= set(p.benchmarks)
+    for name, v, seed, benchmarks in _plan_entries(profile):
+        key = v.run_key(profile, seed)
+        row = rows.setdefault(
+            key,
+            {"run": key, "arm": v.arm, "seed": seed, "policy": v.label}
+            | {"used_by": [], "benchmarks": set()},
+        )
+        row["used_by"] += [name] if name not in row["used_by"] else []
+        row["benchmarks"] |= set(benchmarks)
     table = pd.DataFrame(list(rows.values()))
     return table.assign(
         used_by=table["used_by"].map(", ".join), benchmarks=table["benchmarks"].map(len)

@@ -8,23 +8,37 @@ skipped unless ``--force``, so an interrupted reproduction resumes where it stop
 notebook, finished RL runs and evaluations are loaded from their caches, so a re-run notebook
 only computes what is missing.
 
-Budget at the ``cpu`` profile (``psnlib.experiments.planned_runs("cpu")`` lists it): 24 RL runs
-of 80 steps (GRPO, PSN fixed and PSN adaptive II at 3 seeds; 13 ablation runs at seed 0; GRPO
-and PSN from the other tiny family), about 100 evaluations (one policy on one benchmark: 100
-problems x 256 samples, ~25-40 s each on 2 cores), and the SFT of three tiny policies (~18 min).
-Total ~= 18 min + 45 min + 24 x (minutes per RL run): within 3 hours while a run takes at most
-~5 minutes; fewer seeds (``Profile.seeds``) or a shorter sweep cut it.
+Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
+prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
+training sets, then every planned RL run with its evaluations
+(``psnlib.experiments.planned_work``). Tiny models gain little from a second thread, so on 2
+cores two runs at once finish about twice as fast as one after the other. Wall times of each
+stage and notebook are printed and appended to ``figures/<profile>/reproduce_timing.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
-from psnlib.experiments import planned_runs
-from psnlib.profiles import PROFILES, get_profile
+import torch
+
+from psnlib.evaluate import evaluate_benchmarks
+from psnlib.experiments import planned_runs, planned_work
+from psnlib.io import atomic_write_json
+from psnlib.pretrain import build_policy
+from psnlib.profiles import PROFILES, PolicySpec, get_profile
+from psnlib.runs import rl_settings
+from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
+from psnlib.weak_prefix import prefix_source, prefix_train_set
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,6 +85,77 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
     return metrics_path
 
 
+def _build(spec: PolicySpec) -> str:
+    build_policy(spec)
+    return f"policy {spec.family}-{spec.size}-{spec.sft_style}"
+
+
+def _prefixes(profile: str, seed: int, truncation: str, source: str) -> str:
+    prefix_train_set(profile, seed, truncation=truncation, source=source, progress=False)
+    return f"prefixes seed {seed}, {truncation} cut, {source} source"
+
+
+def _train_and_evaluate(
+    profile: str, variant: Variant, seed: int, benchmarks: tuple[str, ...]
+) -> str:
+    model, tokenizer, _ = load_variant(profile, variant, seed)
+    run_key = variant.run_key(profile, seed)
+    evaluate_benchmarks(
+        model,
+        tokenizer,
+        variant.profile(profile),
+        benchmarks,
+        run_key=run_key,
+        seed=EVAL_SEED,
+        progress=False,
+    )
+    return f"{variant.label} seed {seed} ({len(benchmarks)} benchmarks)"
+
+
+def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float]:
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    return task(*args), time.perf_counter() - start
+
+
+def _run_all(stage: str, tasks: list[tuple], workers: int) -> None:
+    """Run ``(function, *args)`` tasks, ``workers`` processes at a time; report each."""
+    print(f"[psnlib] {stage}: {len(tasks)} task(s), {workers} worker(s)", flush=True)
+    if workers == 1:
+        done: Iterable = (_one_thread(*task) for task in tasks)
+    else:
+        pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+        done = (f.result() for f in as_completed([pool.submit(_one_thread, *t) for t in tasks]))
+    try:
+        for i, (name, seconds) in enumerate(done, 1):
+            print(f"[psnlib]   {i}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
+    finally:
+        if workers > 1:
+            pool.shutdown(cancel_futures=True)
+
+
+def prepare(profile: str, workers: int) -> None:
+    """Build, train and evaluate everything the notebooks load, ``workers`` at a time."""
+    p = get_profile(profile)
+    work = planned_work(profile)
+    specs = {p.base, p.weak, *(v.profile(p).base for v, _, _ in work)}
+    prefixes = set()
+    for v, seed, _ in work:
+        settings = {} if v.arm == BASE else rl_settings(p, v.arm, seed, **v.settings)
+        if settings.get("prefix_prob", 0.0) > 0:
+            prefixes.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
+            specs.add(prefix_source(p, settings["prefix_source"]))
+    _run_all("policies", [(_build, spec) for spec in specs], workers)
+    _run_all("weak prefixes", [(_prefixes, profile, *key) for key in sorted(prefixes)], workers)
+    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers)
+
+
+def _record(path: Path, entry: dict) -> None:
+    """Append one timing entry to the JSON list at ``path`` (atomically)."""
+    entries = json.loads(path.read_text()) if path.exists() else []
+    atomic_write_json(path, [*entries, entry])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
@@ -78,7 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="re-run notebooks already done")
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     parser.add_argument("--out", type=Path, default=ROOT, help="where figures/ and runs/ go")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1 if torch.cuda.is_available() else min(os.cpu_count() or 1, 4),
+        help="processes that train and evaluate the planned runs before the notebooks; 0 skips",
+    )
     args = parser.parse_args(argv)
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
     profile = get_profile(args.profile).name  # fails fast on an unknown profile
     figures_dir = (args.out / "figures" / profile).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
@@ -88,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
         f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
     )
+    timing = figures_dir / "reproduce_timing.json"
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    if args.workers and not args.only:
+        start = time.perf_counter()
+        prepare(profile, args.workers)
+        seconds = round(time.perf_counter() - start)
+        _record(timing, {"stage": "prepare", "workers": args.workers, "seconds": seconds})
     for path in paths:
         done = figures_dir / f"{path.stem}.json"
         if done.exists() and not args.force:
@@ -96,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         print(f"[psnlib] {path.name}: running (log below) ...", flush=True)
         run_notebook(path, profile, figures_dir, runs_dir)
-        print(f"[psnlib] {path.name}: finished in {time.perf_counter() - start:.0f} s", flush=True)
+        seconds = round(time.perf_counter() - start)
+        _record(timing, {"stage": path.stem, "seconds": seconds})
+        print(f"[psnlib] {path.name}: finished in {seconds} s", flush=True)
     return 0
 
 

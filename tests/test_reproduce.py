@@ -1,0 +1,47 @@
+"""``make reproduce``'s preparation stage: what it plans, and its process pool."""
+
+import pytest
+
+from psnlib import experiments, reproduce
+from psnlib.profiles import get_profile
+from psnlib.weak_prefix import prefix_source
+
+
+def test_planned_work_is_each_run_once_with_all_its_benchmarks():
+    work = experiments.planned_work("cpu")
+    keys = [v.run_key("cpu", seed) for v, seed, _ in work]
+    assert len(keys) == len(set(keys)) == len(experiments.planned_runs("cpu"))
+    by_key = dict(zip(keys, work, strict=True))
+    grpo0 = by_key[experiments.GRPO.run_key("cpu", 0)]
+    id_benchmarks = experiments.benchmarks_of(get_profile("cpu"), "id")
+    ood = experiments.benchmarks_of(get_profile("cpu"), "ood")
+    assert set(grpo0[2]) == set(id_benchmarks) | set(ood)  # main results, OOD and ablations
+
+
+def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
+    stages = {}
+    monkeypatch.setattr(
+        reproduce, "_run_all", lambda stage, tasks, w: stages.update({stage: tasks})
+    )
+    reproduce.prepare("cpu", 2)
+    assert list(stages) == ["policies", "weak prefixes", "runs"]
+    cpu = get_profile("cpu")
+    specs = {args[0] for _, *args in stages["policies"]}
+    assert {cpu.base, cpu.weak, *cpu.other_policies, prefix_source(cpu, "same_family")} == specs
+    prefixes = {tuple(args[1:]) for _, *args in stages["weak prefixes"]}
+    main = {(seed, "entropy", "weak") for seed in cpu.seeds}
+    ablations = {(0, "random", "weak"), (0, "entropy", "same_family")}
+    assert prefixes == main | ablations
+    assert len(stages["runs"]) == len(experiments.planned_work("cpu"))
+
+
+def _square(x: int) -> str:
+    return f"{x * x}"
+
+
+def test_tasks_run_in_worker_processes_and_failures_surface(capsys):
+    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2)
+    out = capsys.readouterr().out
+    assert "9:" in out and "16:" in out and "2 worker(s)" in out
+    with pytest.raises(TypeError):
+        reproduce._run_all("bad", [(_square, "x")], workers=1)
