@@ -4,14 +4,15 @@ The public API is re-exported here; each name lives in the module that implement
 """
 
 from psnlib.advantages import grpo_advantages, passk_advantages
+from psnlib.evaluate import evaluate_benchmarks, evaluate_policy
 from psnlib.io import atomic_write_json, data_dir
 from psnlib.metrics import pass_at_k, pass_at_k_curve
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.noise import NoiseConfig, noise_indices, perturbed, perturbed_rows
+from psnlib.noise import CLEAN, NoiseConfig, noise_indices, perturbed, perturbed_rows
 from psnlib.pretrain import base_policy, build_policy, weak_policy
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import train_policy
-from psnlib.sampling import generate_samples
+from psnlib.sampling import Samples, generate_samples, sample_prompts, sample_rows, sample_tokens
 from psnlib.schedulers import DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.tasks import (
     BENCHMARKS,
@@ -23,10 +24,34 @@ from psnlib.tasks import (
 )
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.variants import Variant, compare
+from psnlib.weak_prefix import (
+    build_prefixes,
+    choose_prefixed,
+    entropy_cut,
+    prefix_quality,
+    prefix_train_set,
+    split_steps,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CLEAN",
+    "Samples",
+    "Variant",
+    "build_prefixes",
+    "choose_prefixed",
+    "compare",
+    "entropy_cut",
+    "evaluate_benchmarks",
+    "evaluate_policy",
+    "prefix_quality",
+    "prefix_train_set",
+    "sample_prompts",
+    "sample_rows",
+    "sample_tokens",
+    "split_steps",
     "DiversitySigma",
     "FixedSigma",
     "KLTargetSigma",
