@@ -15,8 +15,8 @@ of the two when other jobs share the cores). A ratio is the median over rounds o
 trainers' mean step times in that round: turns of one round run minutes apart at most, so a
 change of machine load between rounds cancels out.
 
-    python benchmarks/step_time.py              # ~3 minutes on 2 cores
-    python benchmarks/step_time.py --rounds 3   # quicker, noisier
+    python benchmarks/step_time.py                         # the cpu batch: ~8 minutes
+    python benchmarks/step_time.py --prompts 8 --rounds 3  # quicker, noisier
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from transformers.trainer_callback import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.profiles import get_profile
 from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
@@ -120,11 +121,12 @@ def make_trainer(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8, help="turns of each trainer")
+    cpu = get_profile("cpu")  # the defaults: the cpu profile's training batch
+    parser.add_argument("--rounds", type=int, default=4, help="turns of each trainer")
     parser.add_argument("--steps-per-turn", type=int, default=2)
-    parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
-    parser.add_argument("--generations", type=int, default=8, help="G, rollouts per prompt")
-    parser.add_argument("--max-completion-length", type=int, default=32)
+    parser.add_argument("--prompts", type=int, default=cpu.rl_prompts_per_step)
+    parser.add_argument("--generations", type=int, default=cpu.num_generations, help="G")
+    parser.add_argument("--max-completion-length", type=int, default=cpu.max_completion_length)
     parser.add_argument("--size", default="base", help="tiny policy size (psnlib.models)")
     parser.add_argument("--sigma", type=float, default=0.003)
     parser.add_argument(
