@@ -527,3 +527,14 @@ def test_prefix_tokens_get_exactly_zero_gradient_and_completion_tokens_do_not(tm
         assert torch.all(grad[row, width - prefix - 1 : width - 1] == 0)  # predicting the prefix
         predicting = grad[row, width - 1 : width - 1 + mask.size(1)][mask[row]]
         assert torch.all(predicting > 0)  # every completion token is learned from
+
+
+def test_prefixes_work_with_passk_advantages(tmp_path):
+    trainer = prefixed_trainer(
+        tmp_path, prefix_prob=1.0, advantage_mode="passk", passk_k=2, reward=first_is_digit
+    )
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(prefix_batch(PROMPTS[:2], WEAK[:2]))
+    rewards = trainer._rewards_per_func[:, 0]
+    assert torch.equal(output["advantages"], passk_advantages(rewards.view(-1, G), 2).view(-1))
+    assert trainer._metrics["train"]["prefix/fraction"] == [1.0]
