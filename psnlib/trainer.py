@@ -200,7 +200,7 @@ class PSNGRPOTrainer(GRPOTrainer):
         model = self.accelerator.unwrap_model(self.model)
         pairs = self._clean_pair_prompts(prompt_ids)  # in the same batch, on the clean weights
         rows = [*prompt_ids, *pairs]
-        noise = [*self._noise_indices(len(prompt_ids), num_generations).tolist()]
+        noise = self._noise_indices(len(prompt_ids), num_generations).tolist()
         noise += [CLEAN] * len(pairs)  # (B + pairs,)
         self._metrics["train"]["psn/sigma"].append(self.sigma)
         step = self.state.global_step
