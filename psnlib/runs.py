@@ -27,7 +27,7 @@ from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
 from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
-from psnlib.weak_prefix import prefix_train_set
+from psnlib.weak_prefix import PREFIX_SOURCES, TRUNCATIONS, prefix_train_set
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
 # scope and TIS cap from the profile, and the adaptive arms start from that sigma.
@@ -79,7 +79,16 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
     }
     settings = {**settings, **ARMS[arm], **overrides}
     if settings.get("prefix_prob", 0.0) > 0:
-        return {**PREFIX_SETTINGS, **settings}
+        settings = {**PREFIX_SETTINGS, **settings}
+        for name, allowed in (
+            ("prefix_truncation", TRUNCATIONS),
+            ("prefix_source", PREFIX_SOURCES),
+        ):
+            if settings[name] not in allowed:
+                raise ValueError(
+                    f"unknown {name} {settings[name]!r}; allowed: {', '.join(allowed)}"
+                )
+        return settings
     given = sorted(set(PREFIX_SETTINGS) & set(settings))
     if given:
         raise ValueError(f"{given} only apply to weak-prefix runs: also set prefix_prob > 0")

@@ -162,6 +162,12 @@ class PSNGRPOTrainer(GRPOTrainer):
             check_decodable(unwrapped)
         if "d_sem" in self.scheduler.signals or self.noise.scope != "step":
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
+        columns = getattr(self.train_dataset, "column_names", None)
+        if args.prefix_prob > 0 and columns is not None and "weak_prefix" not in columns:
+            raise ValueError(
+                f"prefix_prob={args.prefix_prob} needs a 'weak_prefix' column in train_dataset, "
+                f"which has {columns}; add it with psnlib.weak_prefix.build_prefixes"
+            )
         if "d_sem" in self.scheduler.signals and self.similarity is None:
             self.similarity = make_similarity(args.div_similarity, self.accelerator.device)
         # TRL scores the clean policy at rollout time (`old_per_token_logps`) only when one

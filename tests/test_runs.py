@@ -101,6 +101,8 @@ def test_run_key_covers_training_and_nothing_else():
 def test_weak_prefix_runs_train_on_prefixed_problems_keyed_by_how_they_were_made(data):
     with pytest.raises(ValueError, match=r"\['prefix_source'\] only apply to weak-prefix runs"):
         rl_config("smoke", "grpo", 0, data, prefix_source="same_family")
+    with pytest.raises(ValueError, match=r"unknown prefix_source 'gpt'; allowed: weak, same_fa"):
+        rl_config("smoke", "weak_prefix", 0, data, prefix_source="gpt")
     config = rl_config("smoke", "weak_prefix", 0, data)
     assert (config.prefix_prob, config.sigma) == (0.2, 0.0)
     keys = {

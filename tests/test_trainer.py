@@ -62,11 +62,12 @@ def make_trainer(tmp_path, trainer_cls=PSNGRPOTrainer, config_cls=PSNGRPOConfig,
     model = tiny_policy(size="smoke", tokenizer=tokenizer, seed=0)
     reward = overrides.pop("reward", distinct_chars)
     extra = {"similarity": overrides.pop("similarity")} if "similarity" in overrides else {}
+    dataset = overrides.pop("train_dataset", Dataset.from_dict({"prompt": PROMPTS}))
     return trainer_cls(
         model=model,
         reward_funcs=reward,
         args=config_cls(**settings(tmp_path, **overrides)),
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+        train_dataset=dataset,
         processing_class=tokenizer,
         **extra,
     )
@@ -444,9 +445,8 @@ WEAK = ["7*3=21,", "", "9*2=18,", "5+6=11,"]  # one weak prefix per PROMPTS row;
 
 
 def prefixed_trainer(tmp_path, **overrides):
-    trainer = make_trainer(tmp_path, **overrides)
-    trainer.train_dataset = trainer.train_dataset.add_column("weak_prefix", WEAK)
-    return trainer
+    dataset = Dataset.from_dict({"prompt": PROMPTS, "weak_prefix": WEAK})
+    return make_trainer(tmp_path, train_dataset=dataset, **overrides)
 
 
 def prefix_batch(prompts: list[str], prefixes: list[str]) -> list[dict]:
@@ -464,7 +464,12 @@ def test_prefix_probability_is_checked_at_config_time(tmp_path):
 
 
 def test_prefix_branch_needs_the_weak_prefix_column(tmp_path):
-    trainer = make_trainer(tmp_path, prefix_prob=0.5)
+    with pytest.raises(
+        ValueError, match=r"prefix_prob=0.5 needs a 'weak_prefix' column .*'prompt'"
+    ):
+        make_trainer(tmp_path, prefix_prob=0.5)  # when the trainer is built, before training
+    trainer = make_trainer(tmp_path, prefix_prob=0.0)
+    trainer.args.prefix_prob = 0.5  # rows without a prefix string still fail at the step
     trainer.model.train()
     with pytest.raises(ValueError, match="string column 'weak_prefix'"):
         trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
