@@ -260,3 +260,26 @@ def test_boxed_and_letter_extraction():
     assert last_boxed("\\boxed{unclosed") is None
     assert choice_letter("\\boxed{\\text{B}}") == "B"
     assert choice_letter("\\boxed{42}") is None
+
+
+@pytest.mark.parametrize("name", ["olympiadbench", "simplerl-math-l3to5", "math500"])
+def test_hub_path_asks_for_the_registered_id_config_and_split(monkeypatch, name):
+    import datasets
+
+    import psnlib.tasks.real as real
+
+    calls = []
+    rows = FIXTURES[name][1]
+
+    def fake_load_dataset(path, name=None, **kwargs):
+        calls.append((path, name, kwargs))
+        return datasets.Dataset.from_list(rows)
+
+    monkeypatch.setattr(real, "load_dataset", fake_load_dataset)
+    ds = load_real_benchmark(name)
+    spec = REAL_BENCHMARKS[name]
+    expected = {"split": spec.split}
+    if spec.hub_data_files:
+        expected["data_files"] = {spec.split: spec.hub_data_files}
+    assert calls == [(spec.hub_id, spec.config, expected)]
+    assert len(ds) == len(rows)
