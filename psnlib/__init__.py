@@ -19,6 +19,8 @@ from psnlib.tasks import (
     MAIN_BENCHMARK,
     countdown_reward,
     load_benchmark,
+    load_real_benchmark,
+    math_reward,
     rl_train_set,
     sft_corpus,
 )
@@ -82,6 +84,8 @@ __all__ = [
     "generate_samples",
     "get_profile",
     "load_benchmark",
+    "load_real_benchmark",
+    "math_reward",
     "load_policy",
     "pass_at_k",
     "pass_at_k_curve",
