@@ -1,6 +1,6 @@
 """Wall time of evaluating one policy on every testbed benchmark at a profile's scale.
 
-Runs ``psnlib.evaluate.evaluate_policy`` (sampling, exact verification, diversity, step-level
+Runs ``psnlib.evaluate.evaluate_at_profile`` (sampling, exact verification, diversity, step-level
 self-consistency, informativeness, pass@k curves with bootstrap intervals) on each of the
 profile's benchmarks, at its number of problems and samples, with no result store (nothing is
 loaded from cache). The baseline is the issue's budget: the ratio printed is total time over
@@ -18,11 +18,10 @@ import time
 
 import torch
 
-from psnlib.evaluate import evaluate_policy
+from psnlib.evaluate import evaluate_at_profile
 from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.pretrain import base_policy, policy_dir
 from psnlib.profiles import get_profile
-from psnlib.tasks import load_benchmark
 
 BUDGET_SECONDS = 300.0  # acceptance: all seven benchmarks at the cpu profile in 5 minutes
 
@@ -48,16 +47,7 @@ def main() -> None:
     total = 0.0
     for benchmark in profile.benchmarks:
         start = time.perf_counter()
-        _, curve = evaluate_policy(
-            model,
-            tokenizer,
-            load_benchmark(benchmark, profile.eval_problems, seed=0),
-            n=profile.eval_samples,
-            ks=profile.ks,
-            temperature=profile.eval_temperature,
-            max_new_tokens=profile.max_completion_length,
-            progress=False,
-        )
+        _, curve = evaluate_at_profile(model, tokenizer, profile, benchmark, progress=False)
         seconds = time.perf_counter() - start
         total += seconds
         top = curve.iloc[-1]

@@ -24,7 +24,7 @@ from transformers import PreTrainedModel
 from psnlib.models import build_tokenizer, count_parameters, tiny_policy
 from psnlib.pretrain import base_policy, policy_dir
 from psnlib.profiles import get_profile
-from psnlib.sampling import sample_tokens
+from psnlib.sampling import sample_prompts
 from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
 
 TARGET_RATIO = 3.0  # acceptance: psnlib.sampling / generate tokens/s
@@ -70,13 +70,11 @@ def run_generate(model, tokenizer, prompts: list[str], args: argparse.Namespace,
 
 
 def run_psnlib(model, tokenizer, prompts: list[str], args: argparse.Namespace, seed: int) -> int:
-    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    samples = sample_tokens(
+    samples = sample_prompts(
         model,
-        ids,
+        tokenizer,
+        prompts,
         args.samples,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
         seed=seed,

@@ -139,6 +139,29 @@ def eval_config(
     }
 
 
+def evaluate_at_profile(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    profile: Profile,
+    benchmark: str,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``evaluate_policy`` on one benchmark at the profile's problems, samples, k, temperature
+    and completion length (no result store)."""
+    return evaluate_policy(
+        model,
+        tokenizer,
+        load_benchmark(benchmark, profile.eval_problems, seed=seed),
+        n=profile.eval_samples,
+        ks=profile.ks,
+        temperature=profile.eval_temperature,
+        max_new_tokens=profile.max_completion_length,
+        seed=seed,
+        progress=progress,
+    )
+
+
 def evaluate_benchmarks(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -164,17 +187,7 @@ def evaluate_benchmarks(
 
     def compute(benchmark: str) -> dict[str, pd.DataFrame]:
         start = time.perf_counter()
-        problems, curve = evaluate_policy(
-            model,
-            tokenizer,
-            load_benchmark(benchmark, profile.eval_problems, seed=seed),
-            n=profile.eval_samples,
-            ks=profile.ks,
-            temperature=profile.eval_temperature,
-            max_new_tokens=profile.max_completion_length,
-            seed=seed,
-            progress=progress,
-        )
+        problems, curve = evaluate_at_profile(model, tokenizer, profile, benchmark, seed, progress)
         return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
 
     out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}
