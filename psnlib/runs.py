@@ -99,11 +99,13 @@ def rl_config(
     profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
 ) -> PSNGRPOConfig:
     """The ``PSNGRPOConfig`` of one run (``rl_settings`` but the prefix settings), writing to
-    ``output_dir``."""
+    ``output_dir``; the profile's speed-only settings (gradient checkpointing) are added here,
+    outside the run's cache key."""
     settings = rl_settings(profile, arm, seed, **overrides)
     for name in PREFIX_SETTINGS:
         settings.pop(name, None)
-    return PSNGRPOConfig(output_dir=str(output_dir), **settings)
+    speed = {"gradient_checkpointing": get_profile(profile).gradient_checkpointing}
+    return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
 
 
 def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> Dataset:

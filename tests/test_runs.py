@@ -5,6 +5,7 @@ import torch
 
 from psnlib import runs
 from psnlib.pretrain import base_policy
+from psnlib.profiles import get_profile
 from psnlib.runs import rl_config, run_dir, train_policy
 
 
@@ -26,6 +27,14 @@ def test_config_takes_profile_then_arm_then_overrides(tmp_path):
     assert grpo.per_device_train_batch_size == 4 * 4  # prompts x G of the smoke profile
     psn = rl_config("smoke", "psn", 0, tmp_path, noise_scope="step")
     assert (psn.sigma, psn.use_tis, psn.noise_scope) == (0.003, True, "step")
+
+
+def test_gradient_checkpointing_follows_the_profile_outside_the_cache_key(tmp_path):
+    # The tiny profiles recompute nothing; the large ones keep TRL's default.
+    assert rl_config("cpu", "psn", 0, tmp_path).gradient_checkpointing is False
+    assert rl_config("paper", "psn", 0, tmp_path).gradient_checkpointing is True
+    slow = get_profile("cpu").with_overrides(gradient_checkpointing=True)
+    assert run_dir(slow, "psn", 0, {}, "r") == run_dir("cpu", "psn", 0, {}, "r")
 
 
 def test_bad_arm_and_settings_fail_before_work(data, monkeypatch):
