@@ -306,10 +306,12 @@ print(summaries.headline(across["summary"], summaries.AVERAGE, (KS[0], KS[-1])))
 ]
 
 
-def _ablation(stem: str, title: str, claim: str, experiment: str, logged: list[str]) -> list:
+def _ablation(
+    stem: str, title: str, claim: str, experiment: str, logged: list[str], which: str = ABLATION
+) -> list:
     """An ablation notebook: pass@k bars and table, the training logs that explain them."""
     return [
-        *header(stem, title, claim, which=ABLATION),
+        *header(stem, title, claim, which=which),
         code(f"""
 r = experiments.{experiment}(P, seeds)
 curves = summaries.with_average(r["curves"])
@@ -413,6 +415,7 @@ advantages (k = the profile's `passk_k`).
 """,
     "passk_training",
     ["reward", "entropy", "psn/kl_proxy"],
+    which="P.seeds",
 )
 
 NOTEBOOKS["09_weak_prefix"] = [

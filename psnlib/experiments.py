@@ -95,8 +95,11 @@ def _prefix_ablation(p: Profile) -> Plan:
     return Plan(variants, p.ablation_seeds, p.ablation_benchmarks)
 
 
-def _ablation(*variants: Variant) -> Callable[[Profile], Plan]:
-    return lambda p: Plan([GRPO, PSN, *variants], p.ablation_seeds, p.ablation_benchmarks)
+def _ablation(*variants: Variant, main: bool = False) -> Callable[[Profile], Plan]:
+    """GRPO, PSN and ``variants`` on the ablation benchmarks; at the main seeds if ``main``."""
+    return lambda p: Plan(
+        [GRPO, PSN, *variants], p.seeds if main else p.ablation_seeds, p.ablation_benchmarks
+    )
 
 
 MAIN = [BASE_POLICY, GRPO, PSN, PSN_ADAPTIVE]
@@ -118,6 +121,7 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
     "passk_training": _ablation(
         Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"}),
         Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"}),
+        main=True,  # a main comparison of issue 8: at every seed
     ),
     "entropy_dynamics": lambda p: Plan([GRPO, PSN, PSN_ADAPTIVE], p.seeds, p.ablation_benchmarks),
     "coverage": lambda p: Plan(MAIN, p.seeds, benchmarks_of(p, "id")),

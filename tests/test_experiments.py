@@ -48,8 +48,9 @@ def test_runs_are_shared_across_experiments():
     assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
     table = table[table.arm != BASE]
     # The main arms at every seed, the ablations at one seed, two runs per other policy.
-    n_main = 4 * len(cpu.seeds)  # GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix
-    ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 2
+    # GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix, GRPO and PSN + Pass@k training
+    n_main = 6 * len(cpu.seeds)
+    ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1
     ablations += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
     assert len(table) == n_main + ablations + 2 * len(cpu.other_policies)
     grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
