@@ -112,14 +112,18 @@ def _train_and_evaluate(
     return f"{variant.label} seed {seed} ({len(benchmarks)} benchmarks)"
 
 
-def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float]:
+def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float]:
+    """Run one task on one torch thread: its name, wall seconds and CPU seconds."""
     torch.set_num_threads(1)
-    start = time.perf_counter()
-    return task(*args), time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    name = task(*args)
+    return name, time.perf_counter() - start, time.process_time() - cpu
 
 
-def _run_all(stage: str, tasks: list[tuple], workers: int) -> None:
-    """Run ``(function, *args)`` tasks, ``workers`` processes at a time; report each."""
+def _run_all(stage: str, tasks: list[tuple], workers: int, timing: Path | None = None) -> None:
+    """Run ``(function, *args)`` tasks, ``workers`` processes at a time; report each, and
+    append its wall and CPU seconds to ``timing``. One thread per task, so the CPU seconds are
+    its wall time on a quiet machine, unlike wall time not stretched by other jobs or pauses."""
     print(f"[psnlib] {stage}: {len(tasks)} task(s), {workers} worker(s)", flush=True)
     if workers == 1:
         done: Iterable = (_one_thread(*task) for task in tasks)
@@ -127,15 +131,19 @@ def _run_all(stage: str, tasks: list[tuple], workers: int) -> None:
         pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
         done = (f.result() for f in as_completed([pool.submit(_one_thread, *t) for t in tasks]))
     try:
-        for i, (name, seconds) in enumerate(done, 1):
+        for i, (name, seconds, cpu) in enumerate(done, 1):
             print(f"[psnlib]   {i}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
+            if timing is not None:
+                entry = {"stage": stage, "task": name, "workers": workers}
+                _record(timing, {**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
     finally:
         if workers > 1:
             pool.shutdown(cancel_futures=True)
 
 
-def prepare(profile: str, workers: int) -> None:
-    """Build, train and evaluate everything the notebooks load, ``workers`` at a time."""
+def prepare(profile: str, workers: int, timing: Path | None = None) -> None:
+    """Build, train and evaluate everything the notebooks load, ``workers`` at a time; each
+    task's time is appended to ``timing``."""
     p = get_profile(profile)
     work = planned_work(profile)
     specs = {p.base, p.weak, *(v.profile(p).base for v, _, _ in work)}
@@ -145,9 +153,10 @@ def prepare(profile: str, workers: int) -> None:
         if settings.get("prefix_prob", 0.0) > 0:
             prefixes.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
             specs.add(prefix_source(p, settings["prefix_source"]))
-    _run_all("policies", [(_build, spec) for spec in specs], workers)
-    _run_all("weak prefixes", [(_prefixes, profile, *key) for key in sorted(prefixes)], workers)
-    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers)
+    _run_all("policies", [(_build, spec) for spec in specs], workers, timing)
+    prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
+    _run_all("weak prefixes", prefix_tasks, workers, timing)
+    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, timing)
 
 
 def _record(path: Path, entry: dict) -> None:
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     figures_dir.mkdir(parents=True, exist_ok=True)
     if args.workers and not args.only:
         start = time.perf_counter()
-        prepare(profile, args.workers)
+        prepare(profile, args.workers, timing)
         seconds = round(time.perf_counter() - start)
         _record(timing, {"stage": "prepare", "workers": args.workers, "seconds": seconds})
     for path in paths:

@@ -1,5 +1,7 @@
 """``make reproduce``'s preparation stage: what it plans, and its process pool."""
 
+import json
+
 import pytest
 
 from psnlib import experiments, reproduce
@@ -21,7 +23,7 @@ def test_planned_work_is_each_run_once_with_all_its_benchmarks():
 def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
     stages = {}
     monkeypatch.setattr(
-        reproduce, "_run_all", lambda stage, tasks, w: stages.update({stage: tasks})
+        reproduce, "_run_all", lambda stage, tasks, w, timing: stages.update({stage: tasks})
     )
     reproduce.prepare("cpu", 2)
     assert list(stages) == ["policies", "weak prefixes", "runs"]
@@ -39,9 +41,13 @@ def _square(x: int) -> str:
     return f"{x * x}"
 
 
-def test_tasks_run_in_worker_processes_and_failures_surface(capsys):
-    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2)
+def test_tasks_run_in_worker_processes_and_failures_surface(capsys, tmp_path):
+    timing = tmp_path / "timing.json"
+    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2, timing=timing)
     out = capsys.readouterr().out
     assert "9:" in out and "16:" in out and "2 worker(s)" in out
+    entries = json.loads(timing.read_text())  # one per task, wall and CPU time
+    assert sorted(e["task"] for e in entries) == ["16", "9"]
+    assert all(e["stage"] == "squares" and e["cpu_seconds"] >= 0 for e in entries)
     with pytest.raises(TypeError):
         reproduce._run_all("bad", [(_square, "x")], workers=1)
