@@ -13,8 +13,10 @@ One training step:
    sampled in the same batch as the rollouts, as extra rows on the clean weights.
 
 Rollouts are sampled by ``psnlib.sampling`` (a tree KV-cache decoder, several times faster than
-``generate`` for small policies on CPU) or, with ``rollout_engine="generate"``, by TRL's own
-``generate`` call.
+``generate`` for small policies on CPU), with ``rollout_engine="generate"`` by TRL's own
+``generate`` call, or with ``use_vllm=True`` by TRL's vLLM engine (``psnlib.vllm_rollouts``: the
+noisy weights are synced to vLLM, once per noise sample, and TRL's vLLM importance-sampling
+correction is the TIS).
 
 Evaluation always samples the clean policy.
 """
@@ -47,6 +49,7 @@ from psnlib.sampling import sample_rows
 from psnlib.schedulers import Similarity, make_similarity
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 from psnlib.trainer_config import PSNGRPOConfig
+from psnlib.vllm_rollouts import generate_noisy
 from psnlib.weak_prefix import choose_prefixed
 
 __all__ = ["PSNGRPOConfig", "PSNGRPOTrainer"]
@@ -82,8 +85,12 @@ class PSNGRPOTrainer(GRPOTrainer):
       both advantage modes.
     - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``.
 
-    With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling,
-    vLLM and continuous batching are not supported.
+    - ``use_vllm=True``: ``psnlib.vllm_rollouts.generate_noisy`` samples the training rollouts on
+      vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
+      only logs the KL proxy and TIS diagnostics.
+
+    With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling
+    and continuous batching are not supported.
     """
 
     def __init__(
@@ -106,9 +113,10 @@ class PSNGRPOTrainer(GRPOTrainer):
         self.similarity = similarity
         unwrapped = self.accelerator.unwrap_model(self.model)
         target_parameters(unwrapped, self.noise.targets)  # each target must match
-        if args.rollout_engine == "psnlib":
+        if args.rollout_engine == "psnlib" and not args.use_vllm:
             check_decodable(unwrapped)
-        if "d_sem" in self.scheduler.signals or self.noise.scope != "step":
+        per_row = "d_sem" in self.scheduler.signals or self.noise.scope != "step"
+        if per_row and not args.use_vllm:  # vLLM is sent whole noisy weights instead
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
         columns = getattr(self.train_dataset, "column_names", None)
         if args.prefix_prob > 0 and columns is not None and "weak_prefix" not in columns:
@@ -121,8 +129,12 @@ class PSNGRPOTrainer(GRPOTrainer):
         # TRL scores the clean policy at rollout time (`old_per_token_logps`) only when one
         # generation batch feeds several optimizer steps; otherwise the loss forward's clean
         # log-probs are the rollout-time ones, and TIS happens in the loss at no extra cost.
+        # With vLLM, TRL's importance-sampling correction applies the TIS weights from the clean
+        # log-probs it computes at rollout time (PSNGRPOConfig.use_vllm_tis).
         generate_every = args.steps_per_generation * self.num_iterations
-        self._tis_in_loss = args.gradient_accumulation_steps % generate_every == 0
+        self._trl_tis = args.use_vllm and args.vllm_importance_sampling_correction
+        aligned = args.gradient_accumulation_steps % generate_every == 0
+        self._tis_in_loss = aligned and not self._trl_tis
         if self._tis_in_loss and self.off_policy_mask_threshold is None:
             self.off_policy_mask_threshold = math.inf  # TRL then calls get_off_policy_mask
 
@@ -158,13 +170,20 @@ class PSNGRPOTrainer(GRPOTrainer):
         noise += [CLEAN] * len(pairs)  # (B + pairs,)
         self._metrics["train"]["psn/sigma"].append(self.sigma)
         step = self.state.global_step
-        with perturbed_rows(model, self.noise, step, torch.tensor(noise), self.sigma) as routing:
-            if self.args.rollout_engine == "generate":
-                with SampledLogps(model, self.temperature) as sampled:
-                    completion_ids, _ = super()._generate_single_turn(rows, *extra)
-                logps = sampled.logps(completion_ids)
-            else:
-                completion_ids, logps = self._sample(model, rows, noise, routing.route)
+        if self.args.use_vllm:
+            completion_ids, logps = generate_noisy(
+                self.vllm_generation, model, self.noise, step, self.sigma, rows, noise
+            )
+            self._last_loaded_step = -1  # vLLM holds noisy weights: a clean generation re-syncs
+        else:
+            indices = torch.tensor(noise)  # (B + pairs,)
+            with perturbed_rows(model, self.noise, step, indices, self.sigma) as routing:
+                if self.args.rollout_engine == "generate":
+                    with SampledLogps(model, self.temperature) as sampled:
+                        completion_ids, _ = super()._generate_single_turn(rows, *extra)
+                    logps = sampled.logps(completion_ids)
+                else:
+                    completion_ids, logps = self._sample(model, rows, noise, routing.route)
         if pairs:
             self._measure_diversity(model, pairs, completion_ids[len(prompt_ids) :])
         return completion_ids[: len(prompt_ids)], logps[: len(prompt_ids)]
@@ -296,7 +315,8 @@ class PSNGRPOTrainer(GRPOTrainer):
         if not self._tis_in_loss:  # weight with the rollout-time clean log-probs, now
             clean, behaviour = output["old_per_token_logps"], output["sampling_per_token_logps"]
             weights = self._tis(clean, behaviour, output["completion_mask"])
-            output["advantages"] = output["advantages"][:, None] * weights  # (B, T)
+            if not self._trl_tis:  # else TRL's vLLM correction applies these weights
+                output["advantages"] = output["advantages"][:, None] * weights  # (B, T)
         return output
 
     def _with_prefixes(self, inputs: list[dict]) -> tuple[list[dict], torch.Tensor]:

@@ -110,7 +110,11 @@ class PSNGRPOConfig(GRPOConfig):
     )
     use_tis: bool = field(
         default=True,
-        metadata={"help": "Multiply the per-token loss by min(pi_clean / pi_noisy, tis_cap)."},
+        metadata={
+            "help": "Multiply the per-token loss by min(pi_clean / pi_noisy, tis_cap). With "
+            "use_vllm, TRL's vLLM importance-sampling correction does it: use_tis, tis_level and "
+            "tis_cap set vllm_importance_sampling_{correction,mode,clip_max}."
+        },
     )
     tis_cap: float = field(
         default=10.0,
@@ -140,7 +144,8 @@ class PSNGRPOConfig(GRPOConfig):
         default="psnlib",
         metadata={
             "help": "Sampler of the training rollouts: 'psnlib' (psnlib.sampling; Llama-layout "
-            "models, plain temperature sampling) or 'generate' (TRL's transformers generate)."
+            "models, plain temperature sampling) or 'generate' (TRL's transformers generate); "
+            "unused with use_vllm (vLLM samples them, psnlib.vllm_rollouts)."
         },
     )
 
@@ -166,11 +171,34 @@ class PSNGRPOConfig(GRPOConfig):
         if not 0.0 <= self.prefix_prob <= 1.0:  # also rejects NaN
             raise ValueError(f"prefix_prob must be in [0, 1], got {self.prefix_prob}")
         self.check_rollout_engine()
-        if self.use_vllm or self.use_transformers_continuous_batching:
+        if self.use_transformers_continuous_batching:
             raise ValueError(
                 "PSNGRPOTrainer perturbs the transformers model that `generate` runs; set "
-                "use_vllm=False and use_transformers_continuous_batching=False"
+                "use_transformers_continuous_batching=False (use_vllm=True is supported)"
             )
+        if self.use_vllm:
+            self.use_vllm_tis()
+
+    def use_vllm_tis(self) -> None:
+        """With vLLM the behaviour log-probs come from the vLLM engine (``psnlib.vllm_rollouts``),
+        and TRL's vLLM importance-sampling correction is the TIS: ``use_tis``, ``tis_level`` and
+        ``tis_cap`` set its switch, mode (``token_truncate`` or ``sequence_truncate``) and cap."""
+        if self.noise_scope == "prompt":
+            raise ValueError(
+                "noise_scope='prompt' with use_vllm would sync the weights to vLLM once per prompt "
+                "group; use noise_scope='step' or 'rollout'"
+            )
+        local = self.per_device_train_batch_size * self.steps_per_generation
+        if local % self.num_generations:
+            raise ValueError(
+                f"with use_vllm each process's generation batch (per_device_train_batch_size x "
+                f"steps_per_generation = {local}) must hold whole groups of num_generations="
+                f"{self.num_generations}, so all processes make the same syncs and generate calls"
+            )
+        self.vllm_importance_sampling_correction = self.use_tis
+        self.vllm_importance_sampling_mode = f"{self.tis_level}_truncate"
+        self.vllm_importance_sampling_clip_max = self.tis_cap
+        self.vllm_importance_sampling_clip_min = None
 
     def check_rollout_engine(self) -> None:
         """``rollout_engine`` must be known; 'psnlib' samples softmax(logits / T) and no more."""
@@ -179,7 +207,7 @@ class PSNGRPOConfig(GRPOConfig):
                 f"unknown rollout_engine {self.rollout_engine!r}; allowed: "
                 f"{', '.join(ROLLOUT_ENGINES)}"
             )
-        if self.rollout_engine == "generate":
+        if self.rollout_engine == "generate" or self.use_vllm:  # vLLM samples the rollouts
             return
         plain = {"top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
         changed = {

@@ -128,7 +128,10 @@ def logps_of(model, prompt_ids, completion_ids, temperature: float) -> torch.Ten
             {"advantage_mode": "passk", "passk_k": G + 1},
             rf"passk_k must be between 1 and num_generations={G}.*got {G + 1}",
         ),
-        ({"use_vllm": True}, r"set use_vllm=False"),
+        (
+            {"use_transformers_continuous_batching": True},
+            r"set use_transformers_continuous_batching=False",
+        ),
     ],
 )
 def test_bad_settings_fail_at_config_time(tmp_path, overrides, message):
