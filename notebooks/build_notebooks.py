@@ -647,6 +647,47 @@ weak prefixes, at the ablation seeds and benchmarks.
 )
 
 
+NOTEBOOKS["15_results"] = [
+    *header(
+        "15_results",
+        "15 — Results: every claim, the papers' number beside ours",
+        """
+The notebooks above each test one claim. This one collects them: for each claim of the two
+papers, the paper's number, ours (from the same cached runs, nothing is retrained), the
+difference with a 95% interval over seeds (or over problems, for one-seed ablations) and a
+verdict that follows from the interval. It writes `RESULTS.md` beside the figures.
+""",
+    ),
+    code("""
+from psnlib import results
+
+claims = results.evaluate_claims(P)
+claims[["claim", "statistic", "seeds", "value_ours", "value_theirs", "diff", "lo", "hi", "verdict"]]
+"""),
+    md("""
+## The headline: pass@k of base, GRPO, PSN and weak prefixes
+
+Averaged over the in-distribution benchmarks; the band is the standard error over seeds.
+"""),
+    code("""
+curves = results.headline_curves(P)
+grid = plots.plot_pass_at_k(curves, col=None, title="pass@k, in-distribution average")
+plots.save_figure(grid, out / "15_results_headline.png")
+plots.save_table(claims, out / "15_results_claims.csv")
+"""),
+    md("## RESULTS.md"),
+    code("""
+path = results.write_results(claims, out / "RESULTS.md", P, out / "reproduce_timing.json",
+                             figure="15_results_headline.png")
+print(path.read_text())
+"""),
+    metrics_cell(
+        "summaries.summarize(curves)",
+        extra='\n    "verdicts": dict(zip(claims["claim"], claims["verdict"])),',
+    ),
+]
+
+
 def build(stem: str) -> nbformat.NotebookNode:
     """The notebook ``stem`` as written to disk: cells with stable ids, no outputs."""
     nb = nbformat.v4.new_notebook()

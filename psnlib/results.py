@@ -1,0 +1,284 @@
+"""RESULTS.md: claim by claim, the papers' numbers beside ours, with an interval and a verdict.
+
+Each ``Claim`` names the experiment (``psnlib.experiments.PLANS``) that tests it, the policy the
+paper says comes out ahead (``ours``), the one it is compared with (``theirs``) and a
+statistic. ``evaluate_claims`` loads the experiments' cached runs and evaluations (what ``make
+reproduce`` prepared), computes the statistic per training seed and the difference
+``ours - theirs`` with a 95% interval:
+
+- with two or more seeds, a t-interval over the per-seed differences (seeds are paired: the same
+  seed gives both arms the same initial data order; a policy with one evaluation, the base
+  policy, is compared with every seed of the other);
+- with one seed, a paired bootstrap over problems (resampled within each benchmark). It covers
+  problem sampling only, not seed-to-seed spread, and the verdict says so.
+
+The verdict follows from the interval: ``reproduced`` (the paper's direction, interval above 0),
+``same direction, not resolved`` (interval covers 0), ``not reproduced`` (the other direction)
+or ``reversed`` (the other direction, interval below 0). For ``about equal`` claims (direction 0)
+the verdict is whether the interval covers 0. ``results_markdown`` renders the table; notebook
+15 writes it to ``figures/<profile>/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from psnlib.claims import CLAIMS, Claim
+from psnlib.experiments import WEAK_PREFIX, benchmarks_of, run
+from psnlib.io import atomic_write_text
+from psnlib.metrics import pass_at_k
+from psnlib.profiles import Profile, get_profile
+from psnlib.summaries import AVERAGE, with_average
+
+RESAMPLES = 2000  # bootstrap resamples of the one-seed intervals
+LEVEL = 0.95
+
+
+def _k(profile: Profile, statistic: str) -> int:
+    return profile.ks[0] if statistic == "pass@1" else profile.ks[-1]
+
+
+def _per_problem(problems: pd.DataFrame, policy: str, statistic: str, k: int) -> pd.DataFrame:
+    """One policy's per-problem values of a pass@k or step statistic: seed, benchmark, prompt,
+    value."""
+    mine = problems[problems["policy"] == policy]
+    if mine.empty:
+        raise ValueError(f"no evaluation of policy {policy!r}; have {sorted(set(problems.policy))}")
+    if statistic == "step_validity":
+        value = mine["step_validity"].to_numpy(dtype=float)
+    else:
+        value = pass_at_k(mine["n"].to_numpy(), mine["correct"].to_numpy(), k)
+    return mine[["seed", "benchmark", "prompt"]].assign(value=value)
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per-problem values of two policies side by side, seed by seed; a policy evaluated at one
+    seed only (the base policy) is paired with every seed of the other."""
+    keys = ["benchmark", "prompt"]
+    if a["seed"].nunique() > 1 and b["seed"].nunique() > 1:
+        keys = ["seed", *keys]
+    both = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    if "seed" not in keys:
+        many = "seed_a" if a["seed"].nunique() > 1 else "seed_b"
+        both = both.rename(columns={many: "seed"})
+    if both.empty:
+        raise ValueError("the two policies share no evaluated problem and seed")
+    return both
+
+
+def _seed_values(both: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: each policy's mean over problems within a benchmark, then over benchmarks."""
+    per_benchmark = both.groupby(["seed", "benchmark"])[["value_a", "value_b"]].mean()
+    return per_benchmark.groupby("seed").mean()
+
+
+def _solved_only(both: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: problems solved (pass@n > 0) by one policy and by the other in none of its
+    samples, each way."""
+    solved_a, solved_b = both["value_a"] > 0, both["value_b"] > 0
+    counts = both.assign(value_a=solved_a & ~solved_b, value_b=solved_b & ~solved_a)
+    return counts.groupby("seed")[["value_a", "value_b"]].sum().astype(float)
+
+
+def _bootstrap(both: pd.DataFrame, seed: int = 0) -> tuple[float, float]:
+    """Interval of the mean-over-benchmarks difference, problems resampled within benchmarks."""
+    rng = np.random.default_rng(seed)
+    means = np.zeros(RESAMPLES)
+    groups = list(both.groupby("benchmark"))
+    for _, table in groups:
+        d = (table["value_a"] - table["value_b"]).to_numpy()  # (P,)
+        means += d[rng.integers(0, len(d), (RESAMPLES, len(d)))].mean(axis=1) / len(groups)
+    tail = 100 * (1 - LEVEL) / 2
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def _t_interval(d: np.ndarray) -> tuple[float, float]:
+    half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    return float(d.mean() - half), float(d.mean() + half)
+
+
+def verdict(diff: float, lo: float, hi: float, direction: int, seeds: int) -> str:
+    """The verdict of a difference ``ours - theirs`` and its interval (see the module doc)."""
+    if direction == 0:
+        text = "reproduced" if lo <= 0 <= hi else "not reproduced (they differ)"
+    elif lo > 0:
+        text = "reproduced"
+    elif diff > 0:
+        text = "same direction, not resolved"
+    else:
+        text = "reversed" if hi < 0 else "not reproduced"
+    return text + (" (one seed)" if seeds < 2 else "")
+
+
+def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
+    """Our side of one claim from the experiment's per-problem table: each policy's statistic
+    (mean over seeds; for ``solved_only``, problems solved only by it), the difference, its
+    interval and the verdict. Percent for pass@k, a count for ``solved_only``."""
+    kinds = {"all": profile.benchmarks, "id": benchmarks_of(profile, "id")}
+    kinds["ood"] = benchmarks_of(profile, "ood")
+    problems = problems[problems["benchmark"].isin(kinds[claim.kind])]
+    statistic = "pass@max" if claim.statistic == "solved_only" else claim.statistic
+    k = profile.eval_samples if claim.statistic == "solved_only" else _k(profile, statistic)
+    a, b = (_per_problem(problems, p, statistic, k) for p in (claim.ours, claim.theirs))
+    both = _paired(a, b)
+    values = _solved_only(both) if claim.statistic == "solved_only" else _seed_values(both)
+    scale = 1.0 if claim.statistic in ("solved_only", "step_validity") else 100.0
+    d = (values["value_a"] - values["value_b"]).to_numpy() * scale  # (seeds,)
+    if len(d) > 1:
+        lo, hi = _t_interval(d)
+    elif claim.statistic == "solved_only":
+        lo = hi = float("nan")
+    else:
+        lo, hi = (scale * x for x in _bootstrap(both))
+    seeds = len(d)
+    return {
+        "claim": claim.name,
+        "paper": claim.paper,
+        "ours": claim.ours,
+        "theirs": claim.theirs,
+        "statistic": claim.statistic.replace("max", str(k)),
+        "seeds": seeds,
+        "value_ours": float(values["value_a"].mean() * scale),
+        "value_theirs": float(values["value_b"].mean() * scale),
+        "diff": float(d.mean()),
+        "lo": lo,
+        "hi": hi,
+        "verdict": "no interval (one seed)"
+        if np.isnan(lo)
+        else verdict(float(d.mean()), lo, hi, claim.direction, seeds),
+        "notebook": claim.notebook,
+    }
+
+
+def evaluate_claims(
+    profile: str | Profile = "cpu", claims: tuple[Claim, ...] = CLAIMS
+) -> pd.DataFrame:
+    """Every claim tested on the experiments' runs (trained and evaluated now if not cached):
+    one row per claim, the columns of ``check_claim``."""
+    profile = get_profile(profile)
+    problems: dict[str, pd.DataFrame] = {}
+    rows = []
+    for claim in claims:
+        if claim.experiment not in problems:
+            problems[claim.experiment] = run(claim.experiment, profile, progress=False)["problems"]
+        rows.append(check_claim(claim, problems[claim.experiment], profile))
+    return pd.DataFrame(rows)
+
+
+def _number(x: float, statistic: str) -> str:
+    return f"{x:.0f}" if statistic == "solved_only" else f"{x:.1f}"
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """The claims table as Markdown: paper beside ours, the difference and its interval."""
+    lines = [
+        "| claim | paper | ours vs theirs (statistic) | difference [95% CI] | seeds | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in table.itertuples():
+        ours = (
+            f"{r.ours} {_number(r.value_ours, r.statistic)} vs {r.theirs} "
+            f"{_number(r.value_theirs, r.statistic)} ({r.statistic})"
+        )
+        interval = "" if np.isnan(r.lo) else f" [{r.lo:+.1f}, {r.hi:+.1f}]"
+        link = f"[{r.claim}]({r.notebook}.json)" if r.notebook else r.claim
+        lines.append(
+            f"| {link} | {r.paper} | {ours} | {r.diff:+.1f}{interval} | {r.seeds} | "
+            f"**{r.verdict}** |"
+        )
+    return "\n".join(lines)
+
+
+def timing_summary(path: str | Path) -> dict[str, float]:
+    """What ``reproduce_timing.json`` (``psnlib.reproduce``) recorded: per-task CPU and wall
+    seconds of the prepare stage (tasks, workers), and the notebooks' wall seconds."""
+    entries = json.loads(Path(path).read_text()) if Path(path).exists() else []
+    tasks = [e for e in entries if "task" in e]
+    notebooks = [e for e in entries if e.get("stage", "")[:2].isdigit()]
+    workers = max((e["workers"] for e in tasks), default=1)
+    cpu = sum(e["cpu_seconds"] for e in tasks)
+    return {
+        "tasks": len(tasks),
+        "task_cpu_seconds": cpu,
+        "task_wall_seconds": sum(e["seconds"] for e in tasks),
+        "workers": workers,
+        "notebooks": len(notebooks),
+        "notebook_seconds": sum(e["seconds"] for e in notebooks),
+        "estimate_seconds": cpu / workers + sum(e["seconds"] for e in notebooks),
+    }
+
+
+def headline_curves(profile: str | Profile = "cpu") -> pd.DataFrame:
+    """pass@k averaged over the in-distribution benchmarks, per policy and seed: base, GRPO,
+    PSN fixed and adaptive (notebook 03) and GRPO + weak prefix (notebook 09)."""
+    main = run("main_results", profile, progress=False)["curves"]
+    weak = run("weak_prefix", profile, progress=False)["curves"]
+    curves = with_average(pd.concat([main, weak[weak.policy == WEAK_PREFIX.label]]))
+    return curves[curves["benchmark"] == AVERAGE].reset_index(drop=True)
+
+
+INTRO = """\
+Generated by `notebooks/15_results.ipynb` (`make reproduce PROFILE={name}`) from the cached runs
+of notebooks 02-14: do not edit by hand. The papers trained 7B models on competition math; we
+train a ~1M-parameter policy on Countdown ({steps} RL steps of {prompts} prompts x {G}; evaluation
+on {problems} problems x {samples} samples per benchmark, temperature {temperature}). Compare
+directions, not values.
+
+*Difference* is ours - theirs in percentage points (for "solved only": problems, each way). The
+interval is 95%: a t-interval over the training seeds with two or more seeds; with one seed, a
+paired bootstrap over problems, which leaves out seed-to-seed spread. *Reproduced*: the paper's
+direction with the interval clear of 0; *same direction, not resolved*: the interval covers 0;
+*not reproduced*: the other direction; *reversed*: the other direction, clear of 0.
+"""
+
+
+def results_markdown(
+    table: pd.DataFrame, profile: str | Profile, timing: dict, figure: str | None = None
+) -> str:
+    """RESULTS.md: how it was made, the headline figure, the claims table and the run time."""
+    p = get_profile(profile)
+    intro = INTRO.format(
+        name=p.name,
+        steps=p.rl_steps,
+        prompts=p.rl_prompts_per_step,
+        G=p.num_generations,
+        problems=p.eval_problems,
+        samples=p.eval_samples,
+        temperature=p.eval_temperature,
+    )
+    parts = [f"# Results at the `{p.name}` profile", intro]
+    if figure:
+        parts.append(f"![pass@k, average of the in-distribution benchmarks]({figure})")
+    parts += ["## Claim by claim", claims_markdown(table), "## Run time", _timing_text(timing)]
+    return "\n\n".join(parts) + "\n"
+
+
+def _timing_text(t: dict) -> str:
+    if not t["tasks"]:
+        return "`reproduce_timing.json` holds no per-task timing yet."
+    return (
+        f"`reproduce_timing.json` records {t['tasks']} prepare tasks (policies, weak prefixes, "
+        f"runs with their evaluations; tasks already cached when a run resumed count ~0 s) "
+        f"taking {t['task_cpu_seconds'] / 3600:.2f} CPU hours, one thread each, on "
+        f"{t['workers']} workers, and {t['notebooks']} notebook executions taking "
+        f"{t['notebook_seconds'] / 60:.0f} minutes: about "
+        f"{t['estimate_seconds'] / 3600:.2f} hours start to end on {t['workers']} cores."
+    )
+
+
+def write_results(
+    table: pd.DataFrame,
+    path: str | Path,
+    profile: str | Profile,
+    timing_path: str | Path,
+    figure: str | None = None,
+) -> Path:
+    """Write ``results_markdown`` to ``path`` atomically."""
+    text = results_markdown(table, profile, timing_summary(timing_path), figure)
+    return atomic_write_text(path, text)
