@@ -128,7 +128,7 @@ def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
     a, b = (_per_problem(problems, p, statistic, k) for p in (claim.ours, claim.theirs))
     both = _paired(a, b)
     values = _solved_only(both) if claim.statistic == "solved_only" else _seed_values(both)
-    scale = 1.0 if claim.statistic in ("solved_only", "step_validity") else 100.0
+    scale = 1.0 if claim.statistic == "solved_only" else 100.0  # else percent
     d = (values["value_a"] - values["value_b"]).to_numpy() * scale  # (seeds,)
     if len(d) > 1:
         lo, hi = _t_interval(d)
@@ -176,7 +176,8 @@ def _number(x: float, statistic: str) -> str:
 
 
 def claims_markdown(table: pd.DataFrame) -> str:
-    """The claims table as Markdown: paper beside ours, the difference and its interval."""
+    """The claims table as Markdown: paper beside ours, the difference and its interval; each
+    claim links its notebook (from ``figures/<profile>/``)."""
     lines = [
         "| claim | paper | ours vs theirs (statistic) | difference [95% CI] | seeds | verdict |",
         "|---|---|---|---|---|---|",
@@ -187,7 +188,7 @@ def claims_markdown(table: pd.DataFrame) -> str:
             f"{_number(r.value_theirs, r.statistic)} ({r.statistic})"
         )
         interval = "" if np.isnan(r.lo) else f" [{r.lo:+.1f}, {r.hi:+.1f}]"
-        link = f"[{r.claim}]({r.notebook}.json)" if r.notebook else r.claim
+        link = f"[{r.claim}](../../notebooks/{r.notebook}.ipynb)" if r.notebook else r.claim
         lines.append(
             f"| {link} | {r.paper} | {ours} | {r.diff:+.1f}{interval} | {r.seeds} | "
             f"**{r.verdict}** |"
@@ -230,7 +231,8 @@ train a ~1M-parameter policy on Countdown ({steps} RL steps of {prompts} prompts
 on {problems} problems x {samples} samples per benchmark, temperature {temperature}). Compare
 directions, not values.
 
-*Difference* is ours - theirs in percentage points (for "solved only": problems, each way). The
+*Difference* is ours - theirs in percentage points (pass@k, and the share of valid steps for
+self-consistency; for "solved only": problems, each way). The
 interval is 95%: a t-interval over the training seeds with two or more seeds; with one seed, a
 paired bootstrap over problems, which leaves out seed-to-seed spread. *Reproduced*: the paper's
 direction with the interval clear of 0; *same direction, not resolved*: the interval covers 0;

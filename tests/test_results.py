@@ -123,6 +123,9 @@ def test_solved_only_counts_each_way():
     assert row["value_ours"] == pytest.approx((4 + 3) / 2)
     assert row["value_theirs"] == pytest.approx(2)
     assert row["diff"] == pytest.approx(((4 - 2) + (3 - 2)) / 2)
+    # Step validity (here c / n per problem) is a share, in percent like pass@k.
+    steps = check_claim(Claim("c", "p", "x", "A", "B", "step_validity"), table, SMOKE)
+    assert steps["value_ours"] == pytest.approx(100 * 8 / 4 / 16)
 
 
 @pytest.mark.parametrize(
@@ -178,7 +181,8 @@ def test_markdown_and_timing_summary(tmp_path):
         ]
     )
     text = claims_markdown(table)
-    assert "| [RL narrows](02_rl.json) | 72 vs 68 | base 90.0 vs GRPO 80.0 (pass@256) |" in text
+    link = "[RL narrows](../../notebooks/02_rl.ipynb)"
+    assert f"| {link} | 72 vs 68 | base 90.0 vs GRPO 80.0 (pass@256) |" in text
     assert "+10.0 [+5.0, +15.0] | 3 | **reproduced** |" in text
     path = tmp_path / "timing.json"
     entries = [
