@@ -677,8 +677,12 @@ plots.save_table(claims, out / "15_results_claims.csv")
 """),
     md("## RESULTS.md"),
     code("""
+from psnlib.reproduce import measured_compute
+
+compute = measured_compute(P.name)  # what each run cost, from its own records
+plots.save_table(compute, out / "15_results_compute.csv")
 path = results.write_results(claims, out / "RESULTS.md", P, out / "reproduce_timing.json",
-                             figure="15_results_headline.png")
+                             compute=compute, figure="15_results_headline.png")
 print(path.read_text())
 """),
     metrics_cell(

@@ -29,14 +29,17 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
-from psnlib.evaluate import evaluate_benchmarks
+from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
 from psnlib.io import atomic_write_json
-from psnlib.pretrain import build_policy
+from psnlib.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.profiles import PROFILES, PolicySpec, get_profile
-from psnlib.runs import rl_settings
+from psnlib.runs import rl_settings, run_dir
+from psnlib.store import ResultStore
+from psnlib.tasks import countdown_reward
 from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
 from psnlib.weak_prefix import prefix_source, prefix_train_set
 
@@ -157,6 +160,36 @@ def prepare(profile: str, workers: int, timing: Path | None = None) -> None:
     prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
     _run_all("weak prefixes", prefix_tasks, workers, timing)
     _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, timing)
+
+
+def measured_compute(profile: str) -> pd.DataFrame:
+    """What each planned run cost, from its own records; nothing is trained or evaluated.
+
+    One row per run of ``planned_work``: ``train_seconds``, the sum of its steps' ``step_time``
+    (generation included; 0 for a base policy) and ``eval_seconds``, its benchmarks'
+    evaluation time; NaN where the run or one of its evaluations is not finished. Both are wall
+    times of the process that did the work, so they include whatever shared the machine then.
+    """
+    rows = []
+    for v, seed, benchmarks in planned_work(profile):
+        p, key = v.profile(profile), v.run_key(profile, seed)
+        row = {"run": key, "policy": v.label, "seed": seed}
+        if v.arm == BASE:
+            done, train = policy_dir(p.base).exists(), 0.0
+        else:
+            path = run_dir(p, v.arm, seed, v.settings, countdown_reward.__qualname__)
+            done = path.exists()
+            log = policy_meta(path)["log"] if done else []
+            train = sum(float(e.get("step_time", 0.0)) for e in log)
+        parts = []
+        if done:
+            model, _, _ = load_variant(profile, v, seed)  # cached: loaded, not trained
+            store = ResultStore.for_run(p.name, key, eval_config(model, p, key, EVAL_SEED))
+            parts = [store.load(b) for b in benchmarks]
+        finished = bool(parts) and all(t is not None for t in parts)
+        evaluate = sum(float(t["curves"]["seconds"].iloc[0]) for t in parts) if finished else None
+        rows.append(row | {"train_seconds": train if done else None, "eval_seconds": evaluate})
+    return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
 
 
 def _record(path: Path, entry: dict) -> None:

@@ -241,9 +241,14 @@ direction with the interval clear of 0; *same direction, not resolved*: the inte
 
 
 def results_markdown(
-    table: pd.DataFrame, profile: str | Profile, timing: dict, figure: str | None = None
+    table: pd.DataFrame,
+    profile: str | Profile,
+    timing: dict,
+    compute: pd.DataFrame | None = None,
+    figure: str | None = None,
 ) -> str:
-    """RESULTS.md: how it was made, the headline figure, the claims table and the run time."""
+    """RESULTS.md: how it was made, the headline figure, the claims table and the run time
+    (``timing_summary``, and ``psnlib.reproduce.measured_compute``'s table if given)."""
     p = get_profile(profile)
     intro = INTRO.format(
         name=p.name,
@@ -258,6 +263,8 @@ def results_markdown(
     if figure:
         parts.append(f"![pass@k, average of the in-distribution benchmarks]({figure})")
     parts += ["## Claim by claim", claims_markdown(table), "## Run time", _timing_text(timing)]
+    if compute is not None:
+        parts.append(_compute_text(compute, timing))
     return "\n\n".join(parts) + "\n"
 
 
@@ -274,13 +281,26 @@ def _timing_text(t: dict) -> str:
     )
 
 
+def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
+    done = compute.dropna()
+    train, evaluate = done["train_seconds"].sum() / 3600, done["eval_seconds"].sum() / 3600
+    return (
+        f"The runs' own records (`psnlib.reproduce.measured_compute`): {len(done)} of "
+        f"{len(compute)} planned runs finished, their training steps took {train:.2f} hours and "
+        f"their evaluations {evaluate:.2f} hours, each on one core (wall time of the worker, so "
+        f"including whatever shared the machine): {(train + evaluate) / timing['workers']:.2f} "
+        f"hours on {timing['workers']} cores, before building the policies and the notebooks."
+    )
+
+
 def write_results(
     table: pd.DataFrame,
     path: str | Path,
     profile: str | Profile,
     timing_path: str | Path,
+    compute: pd.DataFrame | None = None,
     figure: str | None = None,
 ) -> Path:
     """Write ``results_markdown`` to ``path`` atomically."""
-    text = results_markdown(table, profile, timing_summary(timing_path), figure)
+    text = results_markdown(table, profile, timing_summary(timing_path), compute, figure)
     return atomic_write_text(path, text)

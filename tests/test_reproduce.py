@@ -2,10 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
+import torch
 
-from psnlib import experiments, reproduce
+from psnlib import experiments, reproduce, runs
 from psnlib.profiles import get_profile
+from psnlib.runs import train_policy
 from psnlib.weak_prefix import prefix_source
 
 
@@ -51,3 +54,22 @@ def test_tasks_run_in_worker_processes_and_failures_surface(capsys, tmp_path):
     assert all(e["stage"] == "squares" and e["cpu_seconds"] >= 0 for e in entries)
     with pytest.raises(TypeError):
         reproduce._run_all("bad", [(_square, "x")], workers=1)
+
+
+def test_measured_compute_reads_the_runs_own_records_and_computes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
+    torch.set_num_threads(1)
+    benchmarks = ("countdown-l3",)
+    work = [(experiments.BASE_POLICY, 0, benchmarks), (experiments.GRPO, 0, benchmarks)]
+    monkeypatch.setattr(reproduce, "planned_work", lambda profile: work)
+    reproduce._train_and_evaluate("smoke", experiments.GRPO, 0, benchmarks)  # not the base
+    table = reproduce.measured_compute("smoke").set_index("policy")
+    _, _, log = train_policy("smoke", "grpo", 0)  # loaded from the cache
+    assert table.loc["GRPO", "train_seconds"] == pytest.approx(log["step_time"].sum())
+    assert table.loc["GRPO", "eval_seconds"] > 0
+    assert np.isnan(table.loc["base", "eval_seconds"])  # built for GRPO, never evaluated
+    # A run that is not finished is reported missing, not trained.
+    work.append((experiments.PSN, 0, benchmarks))
+    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
+    psn = reproduce.measured_compute("smoke").set_index("policy").loc["PSN fixed"]
+    assert np.isnan(psn["train_seconds"]) and np.isnan(psn["eval_seconds"])

@@ -14,6 +14,7 @@ from psnlib.profiles import get_profile
 from psnlib.results import (
     check_claim,
     claims_markdown,
+    results_markdown,
     timing_summary,
     verdict,
 )
@@ -195,3 +196,9 @@ def test_markdown_and_timing_summary(tmp_path):
     summary = timing_summary(path)
     assert summary["tasks"] == 2 and summary["task_cpu_seconds"] == 200
     assert summary["notebooks"] == 1 and summary["estimate_seconds"] == 200 / 2 + 50
+    compute = pd.DataFrame(
+        {"train_seconds": [3600.0, 1800.0, None], "eval_seconds": [1800.0, 1800.0, None]}
+    )
+    text = results_markdown(table, "smoke", summary, compute)
+    assert "2 of 3 planned runs finished" in text and "1.50 hours and" in text
+    assert "their evaluations 1.00 hours" in text and "1.25 hours on 2 cores" in text
