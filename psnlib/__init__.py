@@ -4,14 +4,14 @@ The public API is re-exported here; each name lives in the module that implement
 """
 
 from psnlib.advantages import grpo_advantages, passk_advantages
-from psnlib.evaluate import evaluate_benchmarks, evaluate_policy
+from psnlib.evaluate import evaluate_answers, evaluate_benchmarks, evaluate_policy
 from psnlib.io import atomic_write_json, data_dir
 from psnlib.metrics import pass_at_k, pass_at_k_curve
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
 from psnlib.noise import CLEAN, NoiseConfig, noise_indices, perturbed, perturbed_rows
 from psnlib.pretrain import base_policy, build_policy, weak_policy
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.runs import train_policy
+from psnlib.runs import fit, train_policy
 from psnlib.sampling import Samples, generate_samples, sample_prompts, sample_rows, sample_tokens
 from psnlib.schedulers import DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.tasks import (
@@ -23,10 +23,13 @@ from psnlib.tasks import (
     math_reward,
     rl_train_set,
     sft_corpus,
+    task_reward,
+    train_problems,
 )
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 from psnlib.variants import Variant, compare
+from psnlib.vllm_rollouts import generate_noisy, noisy_weights
 from psnlib.weak_prefix import (
     build_prefixes,
     choose_prefixed,
@@ -46,6 +49,7 @@ __all__ = [
     "choose_prefixed",
     "compare",
     "entropy_cut",
+    "evaluate_answers",
     "evaluate_benchmarks",
     "evaluate_policy",
     "prefix_quality",
@@ -70,6 +74,9 @@ __all__ = [
     "perturbed_rows",
     "tis_diagnostics",
     "tis_weights",
+    "fit",
+    "generate_noisy",
+    "noisy_weights",
     "train_policy",
     "MAIN_BENCHMARK",
     "PROFILES",
@@ -92,6 +99,8 @@ __all__ = [
     "rl_train_set",
     "save_policy",
     "sft_corpus",
+    "task_reward",
+    "train_problems",
     "tiny_policy",
     "weak_policy",
 ]

@@ -1,5 +1,9 @@
 """Evaluation: sample many completions per problem, verify them exactly, score them, and keep
-the results as tidy tables (``psnlib.store``), so a finished evaluation is never recomputed."""
+the results as tidy tables (``psnlib.store``), so a finished evaluation is never recomputed.
+
+Countdown benchmarks get the testbed's full analysis (``evaluate_policy``); a real benchmark
+(a key of ``REAL_BENCHMARKS``, as the ``gpu`` and ``paper`` profiles name them) is judged by
+``math_reward`` (``evaluate_answers``). ``evaluate_at_profile`` routes by name."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from psnlib.response_metrics import (
 )
 from psnlib.sampling import decode, sample_prompts
 from psnlib.store import ResultStore, weights_fingerprint
-from psnlib.tasks import load_benchmark
+from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
 from psnlib.tasks.countdown import Problem, verify
 
 EVAL_VERSION = 1  # bump when a change here changes stored results
@@ -122,6 +126,63 @@ def evaluate_policy(
     return table, curve
 
 
+def evaluate_answers(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    *,
+    n: int,
+    ks: tuple[int, ...],
+    temperature: float = 1.0,
+    max_new_tokens: int = 48,
+    seed: int = 0,
+    batch_size: int = 2048,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sample ``n`` completions per problem of a real benchmark (``load_real_benchmark``
+    columns) and judge them with ``math_reward``.
+
+    Returns ``(problems, curve)`` as ``evaluate_policy`` does; ``problems`` has one row per
+    problem with id, prompt, answer, n, ``correct`` (samples judged right), ``length`` (mean
+    completion tokens) and ``entropy`` (mean token entropy).
+    """
+    if len(dataset) == 0:
+        raise ValueError("evaluate_answers needs at least one problem, got an empty dataset")
+    samples = sample_prompts(
+        model,
+        tokenizer,
+        list(dataset["prompt"]),
+        n,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        with_stats=True,
+        progress=progress,
+    )
+    texts = decode(tokenizer, samples)
+    correct = [
+        int(
+            sum(math_reward(completions, [row["answer"]] * n, answer_type=[row["answer_type"]] * n))
+        )
+        for row, completions in zip(dataset, texts, strict=True)
+    ]
+    table = pd.DataFrame(
+        {
+            "id": dataset["id"],
+            "prompt": dataset["prompt"],
+            "answer": dataset["answer"],
+            "n": n,
+            "correct": correct,
+        }
+    )
+    if samples.entropies is not None:
+        table["entropy"] = mean_token_entropy(samples.entropies, samples.lengths)
+    table["length"] = samples.lengths.double().mean(-1).numpy()
+    curve = bootstrap_ci(n, table["correct"].to_numpy(), [k for k in ks if k <= n], seed=seed)
+    return table, curve
+
+
 def eval_config(
     model: PreTrainedModel, profile: Profile, run_key: str, seed: int
 ) -> dict[str, Any]:
@@ -147,12 +208,19 @@ def evaluate_at_profile(
     seed: int = 0,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``evaluate_policy`` on one benchmark at the profile's problems, samples, k, temperature
-    and completion length (no result store)."""
-    return evaluate_policy(
+    """``evaluate_policy`` on one Countdown benchmark, or ``evaluate_answers`` on a real one, at
+    the profile's problems (0: all of a real benchmark), samples, k, temperature and completion
+    length (no result store)."""
+    if benchmark in REAL_BENCHMARKS:
+        evaluate = evaluate_answers
+        dataset = load_real_benchmark(benchmark, profile.eval_problems, seed=seed)
+    else:
+        evaluate = evaluate_policy
+        dataset = load_benchmark(benchmark, profile.eval_problems, seed=seed)
+    return evaluate(
         model,
         tokenizer,
-        load_benchmark(benchmark, profile.eval_problems, seed=seed),
+        dataset,
         n=profile.eval_samples,
         ks=profile.ks,
         temperature=profile.eval_temperature,

@@ -42,7 +42,8 @@ class Profile:
     num_generations: int = 8  # G, rollouts per prompt
     max_completion_length: int = 48
     learning_rate: float = 2e-4
-    rl_train_problems: int = 4096
+    rl_dataset: str = "countdown"  # training set: the testbed or a real one (psnlib.tasks.datasets)
+    rl_train_problems: int = 4096  # drawn from rl_dataset; 0 = all of a real data set
     psn_sigma: float = 0.003  # fixed sigma of the PSN arm (~10% of the tiny model's MLP RMS)
     psn_scope: str = "rollout"  # noise scope of the PSN arm: step | prompt | rollout
     tis_cap: float = 10.0  # TIS truncation C
@@ -168,6 +169,12 @@ _CPU = Profile(
     ),
 )
 
+# Real models need the hub (or a local mirror) and the `math` extra. Both profiles train on the
+# SimpleRL-Zoo MATH level 3-5 problems with math_reward and evaluate on the real benchmarks of
+# psnlib.tasks.real (0 problems = the whole benchmark). docs/scale_out.md says how to run them.
+_REAL_BENCHMARKS = ("aime24", "aime25", "amc23", "olympiadbench", "minerva", "math500")
+_OOD_BENCHMARKS = ("gpqa-diamond",)  # LiveCodeBench needs a sandboxed code runner: not here
+
 _GPU = Profile(
     name="gpu",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-1.5B"),
@@ -176,30 +183,55 @@ _GPU = Profile(
     rl_prompts_per_step=64,
     max_completion_length=1024,
     learning_rate=1e-6,
+    rl_dataset="simplerl-math-l3to5",
+    rl_train_problems=0,
     psn_sigma=0.001,
     psn_scope="step",
-    eval_problems=500,
+    eval_problems=0,
     eval_samples=64,
     eval_temperature=0.9,
     ks=(1, 2, 4, 8, 16, 32, 64),
+    benchmarks=_REAL_BENCHMARKS + _OOD_BENCHMARKS,
+    ablation_benchmarks=("math500",),
     sigma_sweep=(0.0005, 0.001, 0.004),
     relative_sigmas=(0.01,),
     other_policies=(PolicySpec(name_or_path="Qwen/Qwen3-1.7B-Base"),),
 )
 
+# The released PSN-GRPO setup (verl fork): Qwen2.5-Math-7B on the SimpleRL-Zoo MATH level 3-5
+# problems, 256 prompts x 8 rollouts, lr 3e-7, responses up to 3072 tokens, one noise sample per
+# step with sigma 0.004, token-level TIS with C = 10; pass@k up to 256 at temperature 0.9 on
+# AIME24/25, AMC23, OlympiadBench, Minerva (the five averaged), MATH500 and GPQA-Diamond. Its KL
+# term (coefficient 0.001, low_var_kl = TRL's k3) is a trainer setting: pass beta=0.001; its
+# entropy bonus (0.001) has no TRL counterpart. The number of steps is not stated: 500 is ours.
+#
+# Weak-model guidance (arXiv 2608.27420) at this scale is this profile with another target and
+# learning rate, and the `weak_prefix` arm (p = 0.2; weak writer: `weak`, Llama-3.2-1B):
+#   get_profile("paper").with_overrides(
+#       base=PolicySpec(name_or_path="Qwen/Qwen2.5-7B"), learning_rate=1e-6)
+# or `python -m psnlib train --profile paper --arm weak_prefix --model Qwen/Qwen2.5-7B
+# --learning_rate 1e-6`. That paper evaluates at temperature 0.6, top-p 0.95, n = 128: psnlib
+# evaluates with plain temperature sampling (override eval_temperature and eval_samples).
 _PAPER = Profile(
     name="paper",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-7B"),
     weak=PolicySpec(name_or_path="meta-llama/Llama-3.2-1B-Instruct"),
     rl_steps=500,
     rl_prompts_per_step=256,
+    num_generations=8,
     max_completion_length=3072,
     learning_rate=3e-7,
+    rl_dataset="simplerl-math-l3to5",
+    rl_train_problems=0,
     psn_sigma=0.004,
     psn_scope="step",
-    eval_problems=0,  # 0: the whole benchmark
+    tis_cap=10.0,
+    eval_problems=0,
     eval_samples=256,
     eval_temperature=0.9,
+    ks=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    benchmarks=_REAL_BENCHMARKS + _OOD_BENCHMARKS,
+    ablation_benchmarks=("aime24", "aime25", "amc23", "olympiadbench", "minerva"),
     sigma_sweep=(0.0005, 0.001, 0.004, 0.005),
     relative_sigmas=(0.01,),
     other_policies=(

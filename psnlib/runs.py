@@ -25,7 +25,7 @@ from psnlib.io import data_dir
 from psnlib.models import load_policy, save_policy
 from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
-from psnlib.tasks import countdown_reward, rl_train_set
+from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 from psnlib.weak_prefix import PREFIX_SOURCES, TRUNCATIONS, prefix_train_set
 
@@ -109,7 +109,8 @@ def rl_config(
 
 
 def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> Dataset:
-    """The training problems of a run: ``rl_train_set``, with weak prefixes if it uses them."""
+    """The training problems of a run (the profile's ``rl_dataset``), with weak prefixes if it
+    uses them."""
     profile = get_profile(profile)
     settings = rl_settings(profile, arm, seed, **overrides)
     if settings.get("prefix_prob", 0.0) > 0:
@@ -119,7 +120,7 @@ def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> 
             truncation=settings["prefix_truncation"],
             source=settings["prefix_source"],
         )
-    return rl_train_set(profile.rl_train_problems, seed=seed)
+    return train_problems(profile.rl_dataset, profile.rl_train_problems, seed=seed)
 
 
 def run_dir(
@@ -130,6 +131,7 @@ def run_dir(
     nothing else: a change to the profile's evaluation sizes still finds the same run, and so
     does an override to the value that the profile and arm already give."""
     profile = get_profile(profile)
+    data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
     blob = json.dumps(
         {
             "settings": rl_settings(profile, arm, seed, **overrides),
@@ -137,6 +139,7 @@ def run_dir(
             "problems": profile.rl_train_problems,
             "reward": reward,
             "v": CACHE_VERSION,
+            **data,  # absent for the testbed, whose runs keep their keys
         },
         sort_keys=True,
         default=str,
@@ -145,21 +148,45 @@ def run_dir(
     return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
 
 
+def fit(
+    config: PSNGRPOConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    reward: Callable[..., list[float]],
+) -> tuple[PSNGRPOTrainer, list[dict[str, Any]]]:
+    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the last checkpoint in
+    ``config.output_dir`` if there is one. Returns the trainer and the training log (one row per
+    step)."""
+    trainer = PSNGRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
+    work = Path(config.output_dir)
+    resume = get_last_checkpoint(str(work)) if work.exists() else None
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, [row for row in trainer.state.log_history if "reward" in row]
+
+
 def train_policy(
     profile: str | Profile = "cpu",
     arm: str = "grpo",
     seed: int = 0,
-    reward: Callable[..., list[float]] = countdown_reward,
+    reward: Callable[..., list[float]] | None = None,
     **overrides: Any,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
     """Train (or load) one RL run from the profile's base policy.
 
-    ``reward`` has TRL's signature (default: exact Countdown verification); ``overrides`` are
-    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log:
-    one row per step with TRL's metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``,
-    ``psn/kl_proxy``, ``tis/*``).
+    ``reward`` has TRL's signature (default: the one of the profile's ``rl_dataset``, exact
+    Countdown verification on the testbed); ``overrides`` are ``PSNGRPOConfig`` settings.
+    Returns the trained policy, its tokenizer, and the training log: one row per step with TRL's
+    metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``, ``psn/kl_proxy``, ``tis/*``).
     """
     profile = get_profile(profile)
+    reward = task_reward(profile.rl_dataset) if reward is None else reward
     path = run_dir(profile, arm, seed, overrides, reward.__qualname__)
     work = path.with_name(path.name + ".work")
     config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
@@ -167,16 +194,8 @@ def train_policy(
         model, tokenizer = load_policy(path, dtype=torch.float32)
         return model.eval(), tokenizer, pd.DataFrame(policy_meta(path)["log"])
     model, tokenizer, _ = base_policy(profile)
-    trainer = PSNGRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=config,
-        train_dataset=train_set(profile, arm, seed, **overrides),
-        processing_class=tokenizer,
-    )
-    resume = get_last_checkpoint(str(work)) if work.exists() else None
-    trainer.train(resume_from_checkpoint=resume)
-    log = [row for row in trainer.state.log_history if "reward" in row]
+    dataset = train_set(profile, arm, seed, **overrides)
+    trainer, log = fit(config, model, tokenizer, dataset, reward)
     meta = {"profile": profile.name, "arm": arm, "seed": seed, "overrides": overrides, "log": log}
     save_policy(trainer.model, tokenizer, path, meta=meta)
     shutil.rmtree(work, ignore_errors=True)

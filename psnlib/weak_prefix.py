@@ -40,8 +40,8 @@ from psnlib.io import atomic_write_json, data_dir
 from psnlib.pretrain import build_policy
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.sampling import generate_samples
-from psnlib.tasks import rl_train_set
 from psnlib.tasks.countdown import ALL_OPS, Problem, apply_op, chains_by_value, parse_chain
+from psnlib.tasks.datasets import step_task, train_problems
 
 CACHE_VERSION = 1  # bump when the recipe changes in a way the cache key does not see
 TRUNCATIONS = ("entropy", "random")
@@ -318,19 +318,20 @@ def prefix_train_set(
     source: str = "weak",
     progress: bool = True,
 ) -> Dataset:
-    """The profile's RL training set (``rl_train_set``) with weak prefixes (``build_prefixes``)
-    written by ``source`` and cut under the profile's base policy; cached."""
+    """The profile's RL training set (``Profile.rl_dataset``) with weak prefixes
+    (``build_prefixes``) written by ``source`` and cut under the profile's base policy; cached."""
     profile = get_profile(profile)
     target, target_tokenizer, _ = build_policy(profile.base)
     weak, weak_tokenizer, _ = build_policy(prefix_source(profile, source))
     return build_prefixes(
-        rl_train_set(profile.rl_train_problems, seed=seed),
+        train_problems(profile.rl_dataset, profile.rl_train_problems, seed=seed),
         target,
         target_tokenizer,
         weak,
         weak_tokenizer,
         truncation=truncation,
         seed=seed,
+        task=step_task(profile.rl_dataset),
         max_new_tokens=profile.max_completion_length,
         progress=progress,
     )

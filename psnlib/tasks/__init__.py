@@ -1,6 +1,15 @@
-"""Tasks: Countdown arithmetic problems, verification and the disjoint benchmark splits."""
+"""Tasks: Countdown arithmetic problems, verification and the disjoint benchmark splits; real
+benchmarks and their math reward; training sets by name."""
 
 from psnlib.tasks.countdown import CHARSET, Problem, verify
+from psnlib.tasks.datasets import (
+    COUNTDOWN,
+    benchmark_kind,
+    check_dataset,
+    dataset_names,
+    task_reward,
+    train_problems,
+)
 from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.math_reward import math_reward
 from psnlib.tasks.real import (
@@ -22,12 +31,16 @@ from psnlib.tasks.splits import (
 __all__ = [
     "BENCHMARKS",
     "CHARSET",
+    "COUNTDOWN",
     "MAIN_BENCHMARK",
     "REAL_BENCHMARKS",
     "RealBenchmark",
+    "benchmark_kind",
     "BenchmarkSpec",
     "Problem",
+    "check_dataset",
     "countdown_reward",
+    "dataset_names",
     "generate_problems",
     "load_benchmark",
     "load_real_benchmark",
@@ -35,5 +48,7 @@ __all__ = [
     "real_benchmark_names",
     "rl_train_set",
     "sft_corpus",
+    "task_reward",
+    "train_problems",
     "verify",
 ]
