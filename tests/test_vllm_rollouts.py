@@ -105,9 +105,11 @@ def weights_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
-def noisy_weights_of(model, step: int, index: int, sigma: float) -> dict[str, torch.Tensor]:
+def noisy_weights_of(
+    model, step: int, index: int, sigma: float, config: NoiseConfig = NOISE
+) -> dict[str, torch.Tensor]:
     """W + sigma * eps as psnlib.noise.perturbed makes it (the transformers path's noise)."""
-    with perturbed(model, NOISE, step, index, sigma):
+    with perturbed(model, config, step, index, sigma):
         return weights_of(model)
 
 
@@ -277,6 +279,20 @@ def test_a_training_step_syncs_per_noise_sample_and_evaluation_resyncs_clean(
     trainer._generate_single_turn(prompt_ids, None, {}, 1)
     assert len(engine.syncs) == syncs + 1
     assert_same(engine.syncs[-1], weights_of(trainer.model))
+
+
+def test_clean_generation_after_noisy_rollouts_of_the_same_step_resyncs(tmp_path, fake_vllm):
+    trainer = make_trainer(tmp_path)
+    engine = trainer.vllm_generation.engine
+    prompt_ids = [build_tokenizer()(p)["input_ids"] for p in PROMPTS for _ in range(G)]
+    clean = weights_of(trainer.model)
+    for mode, syncs in (("eval", 1), ("train", 2), ("eval", 3)):  # all at step 0
+        getattr(trainer.model, mode)()
+        trainer._generate_single_turn(prompt_ids, None, {}, G)
+        assert len(engine.syncs) == syncs
+    assert_same(engine.syncs[0], clean)
+    assert_same(engine.syncs[1], noisy_weights_of(trainer.model, 0, 0, 0.05, trainer.noise))
+    assert_same(engine.syncs[2], clean)  # TRL alone would have kept the noisy copy
 
 
 def test_tis_is_trls_vllm_correction_applied_once(tmp_path, fake_vllm):
