@@ -22,7 +22,7 @@ from psnlib.pretrain import base_policy, policy_meta, spec_hash, weak_policy
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.sampling import generate_samples
 from psnlib.summaries import crossover, summarize, with_average
-from psnlib.tasks import BENCHMARKS
+from psnlib.tasks import benchmark_kind
 from psnlib.tasks.countdown import Problem, verify
 from psnlib.variants import BASE, EVAL_SEED, Variant, compare, load_variant
 from psnlib.weak_prefix import prefix_quality, prefix_train_set
@@ -46,7 +46,7 @@ class Plan:
 
 def benchmarks_of(profile: Profile, kind: str) -> tuple[str, ...]:
     """The profile's benchmarks of one kind: "id" (the RL distribution) or "ood"."""
-    return tuple(b for b in profile.benchmarks if BENCHMARKS[b].kind == kind)
+    return tuple(b for b in profile.benchmarks if benchmark_kind(b) == kind)
 
 
 def _model_name(spec: PolicySpec) -> str:
