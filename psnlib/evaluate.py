@@ -25,7 +25,7 @@ from psnlib.response_metrics import (
     solution_count,
     step_score,
 )
-from psnlib.sampling import decode, sample_prompts
+from psnlib.sampling import Samples, decode, sample_prompts
 from psnlib.store import ResultStore, weights_fingerprint
 from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
 from psnlib.tasks.countdown import Problem, verify
@@ -86,19 +86,8 @@ def evaluate_policy(
     if informativeness_samples < 0:
         raise ValueError(f"informativeness_samples must be >= 0, got {informativeness_samples}")
     prompts = list(dataset["prompt"])
-    samples = sample_prompts(
-        model,
-        tokenizer,
-        prompts,
-        n,
-        temperature=temperature,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        with_stats=True,
-        progress=progress,
-    )
-    texts = decode(tokenizer, samples)
+    sampling = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    samples, texts = _draw(model, tokenizer, prompts, n, seed, progress, **sampling)
     problems = [Problem(tuple(row["numbers"]), row["target"]) for row in dataset]
     scored = [
         (p, t) for p, ts in zip(problems, texts, strict=True) for t in ts[:informativeness_samples]
@@ -118,7 +107,29 @@ def evaluate_policy(
                 "informativeness": float(np.mean(mine)) if mine else float("nan"),
             }
         )
-    table = pd.DataFrame(rows)
+    return _with_curve(pd.DataFrame(rows), samples, n, ks, seed)
+
+
+def _draw(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    n: int,
+    seed: int,
+    progress: bool,
+    **sampling: Any,
+) -> tuple[Samples, list[list[str]]]:
+    """``n`` samples of each prompt, with their statistics, and their texts."""
+    samples = sample_prompts(
+        model, tokenizer, prompts, n, seed=seed, with_stats=True, progress=progress, **sampling
+    )
+    return samples, decode(tokenizer, samples)
+
+
+def _with_curve(
+    table: pd.DataFrame, samples: Samples, n: int, ks: tuple[int, ...], seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-problem table with mean token entropy and length, and its pass@k curve."""
     if samples.entropies is not None:
         table["entropy"] = mean_token_entropy(samples.entropies, samples.lengths)
     table["length"] = samples.lengths.double().mean(-1).numpy()
@@ -148,19 +159,8 @@ def evaluate_answers(
     """
     if len(dataset) == 0:
         raise ValueError("evaluate_answers needs at least one problem, got an empty dataset")
-    samples = sample_prompts(
-        model,
-        tokenizer,
-        list(dataset["prompt"]),
-        n,
-        temperature=temperature,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        seed=seed,
-        with_stats=True,
-        progress=progress,
-    )
-    texts = decode(tokenizer, samples)
+    sampling = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    samples, texts = _draw(model, tokenizer, list(dataset["prompt"]), n, seed, progress, **sampling)
     correct = [
         int(
             sum(math_reward(completions, [row["answer"]] * n, answer_type=[row["answer_type"]] * n))
@@ -176,11 +176,7 @@ def evaluate_answers(
             "correct": correct,
         }
     )
-    if samples.entropies is not None:
-        table["entropy"] = mean_token_entropy(samples.entropies, samples.lengths)
-    table["length"] = samples.lengths.double().mean(-1).numpy()
-    curve = bootstrap_ci(n, table["correct"].to_numpy(), [k for k in ks if k <= n], seed=seed)
-    return table, curve
+    return _with_curve(table, samples, n, ks, seed)
 
 
 def eval_config(

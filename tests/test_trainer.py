@@ -29,13 +29,7 @@ def first_is_digit(completions: list[str], **kwargs) -> list[float]:
     return [float(c[:1].isdigit()) for c in completions]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and oversubscribed cores make them crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def settings(tmp_path, **overrides) -> dict:

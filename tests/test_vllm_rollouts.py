@@ -23,12 +23,7 @@ G = 4
 NOISE = NoiseConfig(sigma=0.05, targets="mlp", seed=0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class FakeEngine:
