@@ -242,6 +242,30 @@ direction with the interval clear of 0; *same direction, not resolved*: the inte
 """
 
 
+DISCUSSION = """\
+What we think explains the differences (read with the figures of each notebook; the numbers are
+in the table above and in the notebooks' CSV files):
+
+- **RL narrows coverage; it reproduces clearly.** GRPO trades pass@256 for pass@1 on every seed
+  (notebook 02), the premise of both papers.
+- **PSN does not widen coverage at this scale.** The noise barely moves a tiny policy: the
+  noisy-to-clean KL proxy stays small and the TIS weights near 1 (notebooks 04, 07), so noisy
+  rollouts are close to ordinary sampling, while the seed-to-seed spread of pass@256 is as large
+  as the papers' effect. Larger sigma did not help in the sweep (notebook 06), and Variant II,
+  which raises sigma when answers look alike, was no better than fixed sigma across seeds. The
+  same holds for PSN on top of Pass@k training.
+- **Weak prefixes do not help here, and "more prefixes" looks better for the wrong reason.** Our
+  weak policy is far weaker than the papers' 1-2B models, and most entropy-cut prefixes can no
+  longer be completed to a correct chain (the exact prefix-quality table of notebook 09), so
+  prefixed groups mostly earn no reward. With p = 0.5 or 1.0 the policy learns less (lower
+  pass@1) and so stays closer to the base policy's broad coverage (higher pass@256): the
+  reversal reflects weaker RL, not better exploration.
+- **One-seed ablations** (TIS, noise site, truncation, prefix source) have intervals that leave
+  out seed-to-seed spread, which the three-seed comparisons show is large; we read them as
+  directions at most.
+"""
+
+
 def results_markdown(
     table: pd.DataFrame,
     profile: str | Profile,
@@ -270,6 +294,7 @@ def results_markdown(
     parts += ["## Claim by claim", claims_markdown(table), "## Run time", _timing_text(timing)]
     if compute is not None:
         parts.append(_compute_text(compute, timing))
+    parts += ["## Discussion", DISCUSSION]
     return "\n\n".join(parts) + "\n"
 
 
@@ -278,11 +303,12 @@ def _timing_text(t: dict) -> str:
         return "`reproduce_timing.json` holds no per-task timing yet."
     return (
         f"`reproduce_timing.json` records {t['tasks']} prepare tasks (policies, weak prefixes, "
-        f"runs with their evaluations; tasks already cached when a run resumed count ~0 s) "
-        f"taking {t['task_cpu_seconds'] / 3600:.2f} CPU hours, one thread each, on "
-        f"{t['workers']} workers, and {t['notebooks']} notebook executions taking "
-        f"{t['notebook_seconds'] / 60:.0f} minutes: about "
-        f"{t['estimate_seconds'] / 3600:.2f} hours start to end on {t['workers']} cores."
+        f"runs with their evaluations) taking {t['task_cpu_seconds'] / 3600:.2f} CPU hours, one "
+        f"thread each, on {t['workers']} workers, and {t['notebooks']} notebook executions "
+        f"taking {t['notebook_seconds'] / 60:.0f} minutes: "
+        f"{t['estimate_seconds'] / 3600:.2f} hours on {t['workers']} cores. A task that an "
+        "earlier, interrupted run had finished is loaded and counts ~0 s, so after a resumed "
+        "run this is a lower bound of a run from scratch."
     )
 
 
@@ -293,8 +319,9 @@ def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
         f"The runs' own records (`psnlib.reproduce.measured_compute`): {len(done)} of "
         f"{len(compute)} planned runs finished, their training steps took {train:.2f} hours and "
         f"their evaluations {evaluate:.2f} hours, each on one core (wall time of the worker, so "
-        f"including whatever shared the machine): {(train + evaluate) / timing['workers']:.2f} "
-        f"hours on {timing['workers']} cores, before building the policies and the notebooks."
+        f"including whatever shared the machine or paused it, so an upper bound): "
+        f"{(train + evaluate) / timing['workers']:.2f} hours on {timing['workers']} cores, "
+        "before building the policies and the notebooks."
     )
 
 
