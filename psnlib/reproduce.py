@@ -37,9 +37,8 @@ from psnlib.experiments import planned_runs, planned_work
 from psnlib.io import atomic_write_json
 from psnlib.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.profiles import PROFILES, PolicySpec, get_profile
-from psnlib.runs import rl_settings, run_dir
+from psnlib.runs import rl_settings
 from psnlib.store import ResultStore
-from psnlib.tasks import countdown_reward
 from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
 from psnlib.weak_prefix import prefix_source, prefix_train_set
 
@@ -177,7 +176,7 @@ def measured_compute(profile: str) -> pd.DataFrame:
         if v.arm == BASE:
             done, train = policy_dir(p.base).exists(), 0.0
         else:
-            path = run_dir(p, v.arm, seed, v.settings, countdown_reward.__qualname__)
+            path = v.run_path(profile, seed)
             done = path.exists()
             log = policy_meta(path)["log"] if done else []
             train = sum(float(e.get("step_time", 0.0)) for e in log)

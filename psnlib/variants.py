@@ -10,6 +10,7 @@ by two notebooks is trained and evaluated once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -19,7 +20,7 @@ from psnlib.evaluate import evaluate_benchmarks
 from psnlib.pretrain import base_policy, spec_hash
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.runs import ARMS, run_dir, train_policy
-from psnlib.tasks import countdown_reward
+from psnlib.tasks.datasets import task_reward
 
 BASE = "base"  # the arm name of the untrained policy
 EVAL_SEED = 0  # problems and sampling streams of every evaluation
@@ -56,12 +57,20 @@ class Variant:
         """The seeds it runs at: the base policy is trained once, so only the first."""
         return seeds[:1] if self.arm == BASE else seeds
 
+    def run_path(self, profile: str | Profile, seed: int) -> Path:
+        """Its RL run's cache directory, as ``train_policy`` names it (the reward of the
+        profile's ``rl_dataset``); not for the base policy, which trains nothing."""
+        if self.arm == BASE:
+            raise ValueError("the base policy has no RL run directory")
+        profile = self.profile(profile)
+        reward = task_reward(profile.rl_dataset).__qualname__
+        return run_dir(profile, self.arm, seed, self.settings, reward)
+
     def run_key(self, profile: str | Profile, seed: int) -> str:
         """The name its evaluations are stored under: its run directory's name."""
-        profile = self.profile(profile)
         if self.arm == BASE:
-            return f"{BASE}-{spec_hash(profile.base)}"
-        return run_dir(profile, self.arm, seed, self.settings, countdown_reward.__qualname__).name
+            return f"{BASE}-{spec_hash(self.profile(profile).base)}"
+        return self.run_path(profile, seed).name
 
 
 def load_variant(

@@ -7,6 +7,7 @@ from psnlib import runs
 from psnlib.pretrain import base_policy
 from psnlib.profiles import get_profile
 from psnlib.runs import rl_config, run_dir, train_policy
+from psnlib.variants import Variant
 
 
 def starts_with_digit_seven(completions, **kwargs):
@@ -125,3 +126,14 @@ def test_weak_prefix_runs_train_on_prefixed_problems_keyed_by_how_they_were_made
         "smoke", "weak_prefix", 0, reward=starts_with_digit_seven, prefix_prob=1.0
     )
     assert (log["prefix/fraction"] == 1.0).all() and (log["prefix/tokens"] > 0).all()
+
+
+def test_a_variant_names_the_run_directory_train_policy_writes():
+    # train_policy keys a run by the reward of the profile's rl_dataset: math_reward on the gpu
+    # profile's real training set, countdown_reward on the testbed.
+    psn = Variant("PSN", "psn", {"sigma": 0.002})
+    assert psn.run_path("gpu", 1) == run_dir("gpu", "psn", 1, {"sigma": 0.002}, "math_reward")
+    testbed = run_dir("cpu", "psn", 1, {"sigma": 0.002}, "countdown_reward")
+    assert psn.run_key("cpu", 1) == testbed.name
+    with pytest.raises(ValueError, match="base policy has no RL run"):
+        Variant("base", "base").run_path("cpu", 0)
