@@ -40,7 +40,9 @@ LEVEL = 0.95
 
 
 def _k(profile: Profile, statistic: str) -> int:
-    return profile.ks[0] if statistic == "pass@1" else profile.ks[-1]
+    """The k of a pass@k statistic; ``solved_only`` is pass@n > 0 (n the samples)."""
+    ks = {"pass@1": profile.ks[0], "pass@max": profile.ks[-1]}
+    return ks.get(statistic, profile.eval_samples)
 
 
 def _per_problem(problems: pd.DataFrame, policy: str, statistic: str, k: int) -> pd.DataFrame:
@@ -120,12 +122,10 @@ def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
     """Our side of one claim from the experiment's per-problem table: each policy's statistic
     (mean over seeds; for ``solved_only``, problems solved only by it), the difference, its
     interval and the verdict. Percent for pass@k, a count for ``solved_only``."""
-    kinds = {"all": profile.benchmarks, "id": benchmarks_of(profile, "id")}
-    kinds["ood"] = benchmarks_of(profile, "ood")
-    problems = problems[problems["benchmark"].isin(kinds[claim.kind])]
-    statistic = "pass@max" if claim.statistic == "solved_only" else claim.statistic
-    k = profile.eval_samples if claim.statistic == "solved_only" else _k(profile, statistic)
-    a, b = (_per_problem(problems, p, statistic, k) for p in (claim.ours, claim.theirs))
+    names = profile.benchmarks if claim.kind == "all" else benchmarks_of(profile, claim.kind)
+    problems = problems[problems["benchmark"].isin(names)]
+    k = _k(profile, claim.statistic)
+    a, b = (_per_problem(problems, p, claim.statistic, k) for p in (claim.ours, claim.theirs))
     both = _paired(a, b)
     values = _solved_only(both) if claim.statistic == "solved_only" else _seed_values(both)
     scale = 1.0 if claim.statistic == "solved_only" else 100.0  # else percent
