@@ -158,6 +158,7 @@ def prepare(profile: str, workers: int, timing: Path | None = None) -> None:
     _run_all("policies", [(_build, spec) for spec in specs], workers, timing)
     prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
     _run_all("weak prefixes", prefix_tasks, workers, timing)
+    work = sorted(work, key=lambda item: -len(item[2]))  # most benchmarks first: a short tail
     _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, timing)
 
 
