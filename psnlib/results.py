@@ -204,6 +204,8 @@ def timing_summary(path: str | Path) -> dict[str, float]:
     notebooks = [e for e in entries if e.get("stage", "")[:2].isdigit()]
     workers = max((e["workers"] for e in tasks), default=1)
     cpu = sum(e["cpu_seconds"] for e in tasks)
+    prepares = [i for i, e in enumerate(entries) if e.get("stage") == "prepare"]
+    last = entries[prepares[-1] :] if prepares else []  # the latest make reproduce
     return {
         "tasks": len(tasks),
         "task_cpu_seconds": cpu,
@@ -212,6 +214,9 @@ def timing_summary(path: str | Path) -> dict[str, float]:
         "notebooks": len(notebooks),
         "notebook_seconds": sum(e["seconds"] for e in notebooks),
         "estimate_seconds": cpu / workers + sum(e["seconds"] for e in notebooks),
+        # wall seconds of the latest prepare stage and of the notebooks that ran after it
+        "last_prepare_seconds": last[0]["seconds"] if last else 0,
+        "last_notebook_seconds": sum(e["seconds"] for e in last if e in notebooks),
     }
 
 
@@ -309,6 +314,12 @@ def _timing_text(t: dict) -> str:
         f"{t['estimate_seconds'] / 3600:.2f} hours on {t['workers']} cores. A task that an "
         "earlier, interrupted run had finished is loaded and counts ~0 s, so after a resumed "
         "run this is a lower bound of a run from scratch."
+    ) + (
+        f" The latest `make reproduce` prepared in {t['last_prepare_seconds'] / 3600:.2f} hours "
+        f"of wall time, then ran the notebooks before this one in "
+        f"{t['last_notebook_seconds'] / 60:.0f} minutes."
+        if t["last_prepare_seconds"]
+        else ""
     )
 
 

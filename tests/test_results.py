@@ -196,9 +196,18 @@ def test_markdown_and_timing_summary(tmp_path):
     summary = timing_summary(path)
     assert summary["tasks"] == 2 and summary["task_cpu_seconds"] == 200
     assert summary["notebooks"] == 1 and summary["estimate_seconds"] == 200 / 2 + 50
+    # only the latest make reproduce counts as one start-to-end run
+    assert (summary["last_prepare_seconds"], summary["last_notebook_seconds"]) == (310, 50)
+    path.write_text(json.dumps([*entries, {"stage": "prepare", "workers": 2, "seconds": 20}]))
+    later = timing_summary(path)
+    assert (later["last_prepare_seconds"], later["last_notebook_seconds"]) == (20, 0)
     compute = pd.DataFrame(
         {"train_seconds": [3600.0, 1800.0, None], "eval_seconds": [1800.0, 1800.0, None]}
     )
     text = results_markdown(table, "smoke", summary, compute)
     assert "2 of 3 planned runs finished" in text and "1.50 hours and" in text
     assert "their evaluations 1.00 hours" in text and "1.25 hours on 2 cores" in text
+    assert (
+        "prepared in 0.09 hours of wall time, then ran the notebooks before this one in 1 minutes"
+        in text
+    )
