@@ -235,8 +235,9 @@ of notebooks 02-14: do not edit by hand. The papers trained 7B models on competi
 train a ~1M-parameter policy on Countdown ({steps} RL steps of {prompts} prompts x {G}; evaluation
 on {problems} problems x {samples} samples per benchmark, temperature {temperature}). Compare
 directions, not values. The settings (learning rate {lr:g}, sigma {sigma:g}, about a tenth of the
-base policy's MLP weight RMS, TIS cap {cap:g}, the step count) were fixed from a prototype and
-the time budget before any evaluation; none was tuned on a reported benchmark.
+base policy's MLP weight RMS, TIS cap {cap:g}, the step count and batch) were fixed from a
+prototype and the time budget; none was tuned on a reported benchmark (`psnlib.profiles` says
+why each size is what it is).
 
 *Difference* is ours - theirs in percentage points (pass@k, and the share of valid steps for
 self-consistency; for "solved only": problems, each way). The
