@@ -152,7 +152,8 @@ _CPU = Profile(
         seed=1,
     ),
     # Half the default batch: 80 steps of 16 prompts x 8 keep the whole reproduction (36 RL runs,
-    # 122 evaluations) within 3 hours on 2 cores; at 32 prompts it measured about 2.9 hours.
+    # 122 evaluations) within 3 hours on 2 cores. At 32 prompts, the runs' own records, the SFT
+    # and the notebooks of a resumed reproduction added up to about 2.9 hours.
     rl_prompts_per_step=16,
     # A tiny policy's activations fit in memory many times over: recomputing them cost 18% of a
     # step (cProfile of 6 PSN steps at this profile: 31.9 s with it, 26.3 s without).
