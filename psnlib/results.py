@@ -206,6 +206,10 @@ def timing_summary(path: str | Path) -> dict[str, float]:
     cpu = sum(e["cpu_seconds"] for e in tasks)
     prepares = [i for i, e in enumerate(entries) if e.get("stage") == "prepare"]
     last = entries[prepares[-1] :] if prepares else []  # the latest make reproduce
+    first_runs = {}  # its notebooks, each at its first execution (a forced re-run not counted)
+    for e in last:
+        if e in notebooks:
+            first_runs.setdefault(e["stage"], e["seconds"])
     return {
         "tasks": len(tasks),
         "task_cpu_seconds": cpu,
@@ -216,7 +220,8 @@ def timing_summary(path: str | Path) -> dict[str, float]:
         "estimate_seconds": cpu / workers + sum(e["seconds"] for e in notebooks),
         # wall seconds of the latest prepare stage and of the notebooks that ran after it
         "last_prepare_seconds": last[0]["seconds"] if last else 0,
-        "last_notebook_seconds": sum(e["seconds"] for e in last if e in notebooks),
+        "last_notebooks": len(first_runs),
+        "last_notebook_seconds": sum(first_runs.values()),
     }
 
 
@@ -317,7 +322,7 @@ def _timing_text(t: dict) -> str:
         "run this is a lower bound of a run from scratch."
     ) + (
         f" The latest `make reproduce` prepared in {t['last_prepare_seconds'] / 3600:.2f} hours "
-        f"of wall time, then ran the notebooks before this one in "
+        f"of wall time on {t['workers']} workers, then ran {t['last_notebooks']} notebooks in "
         f"{t['last_notebook_seconds'] / 60:.0f} minutes."
         if t["last_prepare_seconds"]
         else ""

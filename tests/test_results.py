@@ -198,6 +198,9 @@ def test_markdown_and_timing_summary(tmp_path):
     assert summary["notebooks"] == 1 and summary["estimate_seconds"] == 200 / 2 + 50
     # only the latest make reproduce counts as one start-to-end run
     assert (summary["last_prepare_seconds"], summary["last_notebook_seconds"]) == (310, 50)
+    path.write_text(json.dumps([*entries, {"stage": "02_rl", "seconds": 70}]))  # --force
+    rerun = timing_summary(path)
+    assert (rerun["last_notebooks"], rerun["last_notebook_seconds"]) == (1, 50)  # first run only
     path.write_text(json.dumps([*entries, {"stage": "prepare", "workers": 2, "seconds": 20}]))
     later = timing_summary(path)
     assert (later["last_prepare_seconds"], later["last_notebook_seconds"]) == (20, 0)
@@ -208,6 +211,6 @@ def test_markdown_and_timing_summary(tmp_path):
     assert "2 of 3 planned runs finished" in text and "1.50 hours and" in text
     assert "their evaluations 1.00 hours" in text and "1.25 hours on 2 cores" in text
     assert (
-        "prepared in 0.09 hours of wall time, then ran the notebooks before this one in 1 minutes"
+        "prepared in 0.09 hours of wall time on 2 workers, then ran 1 notebooks in 1 minutes"
         in text
     )
