@@ -33,14 +33,23 @@ def config_hash(config: dict[str, Any]) -> str:
 @torch.no_grad()
 def weights_fingerprint(model: torch.nn.Module, values_per_tensor: int = 4096) -> str:
     """Short hash of a model's weights: per tensor its name, shape, dtype, sum, sum of squares and
-    up to ``values_per_tensor`` evenly strided values (one pass, cheap for large models too)."""
+    up to ``values_per_tensor`` evenly strided values (one pass, cheap for large models too).
+
+    The sums run on one thread: how torch splits a sum over threads changes its last bits, and a
+    fingerprint that depended on the thread count would miss, in a notebook's kernel, the results
+    that a one-thread ``make reproduce`` worker stored."""
     digest = hashlib.blake2b(digest_size=8)
-    for name, p in model.state_dict().items():
-        flat = p.reshape(-1).double()
-        sample = flat[:: max(1, flat.numel() // values_per_tensor)]
-        sums = torch.stack([flat.sum(), flat.square().sum()])
-        digest.update(f"{name}{tuple(p.shape)}{p.dtype}".encode())
-        digest.update(torch.cat([sums, sample]).cpu().numpy().tobytes())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, p in model.state_dict().items():
+            flat = p.reshape(-1).double()
+            sample = flat[:: max(1, flat.numel() // values_per_tensor)]
+            sums = torch.stack([flat.sum(), flat.square().sum()])
+            digest.update(f"{name}{tuple(p.shape)}{p.dtype}".encode())
+            digest.update(torch.cat([sums, sample]).cpu().numpy().tobytes())
+    finally:
+        torch.set_num_threads(threads)
     return digest.hexdigest()
 
 

@@ -39,6 +39,21 @@ def test_weights_fingerprint_follows_the_weights():
     assert weights_fingerprint(model) != weights_fingerprint(same)
 
 
+def test_weights_fingerprint_does_not_depend_on_the_thread_count():
+    # a one-thread reproduce worker stores results that a multi-thread notebook must find; the
+    # tensor is large enough (4M values) that torch splits its sums over threads
+    model = torch.nn.Linear(2048, 2048)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = weights_fingerprint(model)
+        torch.set_num_threads(4)
+        assert weights_fingerprint(model) == one
+        assert torch.get_num_threads() == 4  # the caller's setting is restored
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_parts_round_trip_and_live_under_profile_label_and_hash(tmp_path):
     config = {"run": "base", "seed": 0}
     store = ResultStore.for_run("cpu", "base", config, root=tmp_path)
