@@ -257,22 +257,25 @@ DISCUSSION = """\
 What we think explains the differences (read with the figures of each notebook; the numbers are
 in the table above and in the notebooks' CSV files):
 
-- **RL narrows coverage; it reproduces clearly.** GRPO trades pass@256 for pass@1 on every seed
-  (notebook 02), the premise of both papers.
+- **RL narrows coverage: on every seed, but the interval is not resolved.** Each GRPO seed has a
+  lower pass@256 and a higher pass@1 than the base policy (notebook 02), the premise of both
+  papers; the GRPO seeds spread widely, so the t-interval over three seeds still spans zero.
 - **PSN does not widen coverage at this scale.** The noise barely moves a tiny policy: the
   noisy-to-clean KL proxy stays small and the TIS weights near 1 (notebooks 04, 07), so noisy
   rollouts are close to ordinary sampling, while the seed-to-seed spread of pass@256 is as large
-  as the papers' effect. Larger sigma did not help in the sweep (notebook 06), and Variant II,
-  which raises sigma when answers look alike, was no better than fixed sigma across seeds. The
-  same holds for PSN on top of Pass@k training.
-- **Weak prefixes do not help here, and "more prefixes" looks better for the wrong reason.** Our
-  weak policy is far weaker than the papers' 1-2B models, and most entropy-cut prefixes can no
-  longer be completed to a correct chain (the exact prefix-quality table of notebook 09), so
-  prefixed groups mostly earn no reward. With p = 0.5 or 1.0 the policy learns less (lower
-  pass@1) and so stays closer to the base policy's broad coverage (higher pass@256): the
-  reversal reflects weaker RL, not better exploration.
-- **One-seed ablations** (TIS, noise site, truncation, prefix source) have intervals that leave
-  out seed-to-seed spread, which the three-seed comparisons show is large; we read them as
+  as the papers' effect. Variant II, which raises sigma when answers look alike, was no better
+  than fixed sigma across seeds, and PSN added nothing on top of Pass@k training. The one-seed
+  sweeps of notebook 06 lean the other way (larger sigma, and noise per prompt or per step
+  rather than per rollout, gave a higher pass@256) by less than the seed-to-seed spread: leads to
+  test with more seeds, not findings.
+- **Weak prefixes lower coverage here.** Our weak policy is far weaker than the papers' 1-2B
+  models, and most entropy-cut prefixes can no longer be completed to a correct chain (the exact
+  prefix-quality table of notebook 09), so prefixed groups mostly earn no reward and training
+  sees fewer useful groups. The one-seed ablations (random truncation, p = 0.5 or 1.0,
+  same-family prefixes) all reach a higher pass@256 than p = 0.2 with entropy-cut prefixes, the
+  reverse of the paper; random cuts do leave more completable prefixes than entropy cuts.
+- **One-seed ablations** (TIS, noise site, truncation, p, prefix source) have intervals that
+  leave out seed-to-seed spread, which the three-seed comparisons show is large; we read them as
   directions at most.
 """
 
