@@ -105,13 +105,16 @@ def _t_interval(d: np.ndarray) -> tuple[float, float]:
     return float(d.mean() - half), float(d.mean() + half)
 
 
+TIE = 1e-9  # |ours - theirs| below this is float rounding of equal values: no direction
+
+
 def verdict(diff: float, lo: float, hi: float, direction: int, seeds: int) -> str:
     """The verdict of a difference ``ours - theirs`` and its interval (see the module doc)."""
     if direction == 0:
         text = "reproduced" if lo <= 0 <= hi else "not reproduced (they differ)"
     elif lo > 0:
         text = "reproduced"
-    elif diff > 0:
+    elif diff > TIE:
         text = "same direction, not resolved"
     else:
         text = "reversed" if hi < 0 else "not reproduced"

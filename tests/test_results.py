@@ -135,6 +135,7 @@ def test_solved_only_counts_each_way():
         (3.0, 1.0, 5.0, 1, 3, "reproduced"),
         (1.0, -1.0, 3.0, 1, 3, "same direction, not resolved"),
         (-1.0, -3.0, 1.0, 1, 3, "not reproduced"),
+        (3.6e-15, -21.5, 21.5, 1, 3, "not reproduced"),  # equal means, summed in another order
         (-3.0, -5.0, -1.0, 1, 3, "reversed"),
         (0.5, -1.0, 2.0, 0, 3, "reproduced"),
         (2.0, 1.0, 3.0, 0, 3, "not reproduced (they differ)"),
