@@ -161,8 +161,9 @@ class Cohort:
     def _move(self, source: torch.Tensor, target: torch.Tensor) -> None:
         """Copy the history (filled slots, position, prompt) of nodes ``source`` into slots
         ``target``."""
-        for cache in (*self.keys, *self.values):
-            cache[: self.s, target] = cache[: self.s, source]
+        for cache in (*self.keys, *self.values):  # 2-3x faster than cache[:s, target] = ...
+            history = cache[: self.s]  # (s, capacity, H, D)
+            history.index_copy_(1, target, history.index_select(1, source))
         for index in (self.positions, self.local, self.prompt):
             index[target] = index[source]
 
