@@ -204,14 +204,16 @@ def timing_summary(path: str | Path) -> dict[str, float]:
     seconds of the prepare stage (tasks, workers), and the notebooks' wall seconds."""
     entries = json.loads(Path(path).read_text()) if Path(path).exists() else []
     tasks = [e for e in entries if "task" in e]
-    notebooks = [e for e in entries if e.get("stage", "")[:2].isdigit()]
+    is_notebook = [e.get("stage", "")[:2].isdigit() for e in entries]
+    notebooks = [e for e, nb in zip(entries, is_notebook, strict=True) if nb]
     workers = max((e["workers"] for e in tasks), default=1)
     cpu = sum(e["cpu_seconds"] for e in tasks)
     prepares = [i for i, e in enumerate(entries) if e.get("stage") == "prepare"]
-    last = entries[prepares[-1] :] if prepares else []  # the latest make reproduce
+    start = prepares[-1] if prepares else len(entries)  # the latest make reproduce
+    last = entries[start:]
     first_runs = {}  # its notebooks, each at its first execution (a forced re-run not counted)
-    for e in last:
-        if e in notebooks:
+    for e, nb in zip(last, is_notebook[start:], strict=True):
+        if nb:
             first_runs.setdefault(e["stage"], e["seconds"])
     return {
         "tasks": len(tasks),
