@@ -1,12 +1,13 @@
 """Tokens/s of ``psnlib.sampling`` against ``model.generate`` on the tiny testbed policy.
 
-Both sample the same rows (problems x samples per problem, temperature 1, up to 48 new tokens):
-both in batches of ``--batch-size`` rows (``generate`` as ``generate_samples`` did before
-``psnlib.sampling``). They take turns for a few
-rounds so that drift in machine load hits both alike; the medians are compared. A token counts if
-it was generated up to and including EOS (``generate`` also spends compute on finished rows; that
-is part of its cost). For scale, the run also measures the matmul GFLOP/s the machine achieves at
-the policy's shapes and the tokens/s that would give if decoding were nothing but its FLOPs.
+Both sample the same rows (problems x samples per problem, temperature 1, up to 48 new tokens),
+in batches of ``--batch-size`` rows (``generate`` as ``generate_samples`` did before
+``psnlib.sampling``). They take turns for a few rounds so that drift in machine load hits both
+alike; the medians are compared, and each round's back-to-back pair shows the spread. A token
+counts if it was generated up to and including EOS (``generate`` also spends compute on finished
+rows; that is part of its cost). For scale, the run also measures the matmul GFLOP/s the machine
+achieves at the policy's shapes and the tokens/s that would give if decoding were nothing but its
+FLOPs.
 
     python benchmarks/sampling.py                   # 4096 rows, ~2 minutes on 2 cores
     python benchmarks/sampling.py --problems 4      # 1024 rows
@@ -145,7 +146,13 @@ def main() -> None:
     )
     print(f"generate       : {median['generate']:8.0f} tokens/s (median of {args.rounds})")
     print(f"psnlib.sampling: {median['psnlib']:8.0f} tokens/s (median of {args.rounds})")
+    paired = [p / g for p, g in zip(rates["psnlib"], rates["generate"], strict=True)]
+    above = sum(r >= TARGET_RATIO for r in paired)
     print(f"ratio          : {ratio:.2f}x (target >= {TARGET_RATIO}x)")
+    print(
+        f"per round      : {min(paired):.2f}x-{max(paired):.2f}x, {above} of {args.rounds} "
+        f"rounds >= {TARGET_RATIO}x (each round's two runs back to back)"
+    )
     print(
         f"FLOP bound     : {bound:8.0f} tokens/s if every token were decoded at the "
         f"{gflops:.1f} GFLOP/s matmul rate measured here; psnlib.sampling reaches "

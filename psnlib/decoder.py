@@ -135,7 +135,7 @@ class Cohort:
         else:
             prompt_values = self.prompt_values[layer].index_select(0, local)  # (m, H, W, D)
             y = (weights[..., :W, None] * prompt_values).sum(2)  # (m, H, D)
-        mine = weights[..., W:].permute(2, 0, 1)[..., None]  # (s + 1, m, H, 1)
+        mine = weights[..., W:].permute(2, 0, 1).contiguous()[..., None]  # (s + 1, m, H, 1)
         return y + (mine * values).sum(0)  # (m, H, D)
 
     def split(self, parent: torch.Tensor) -> torch.Tensor:
