@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -199,22 +200,24 @@ def claims_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _is_notebook(entry: dict[str, Any]) -> bool:
+    """Whether a ``reproduce_timing.json`` entry is a notebook's (its stage is ``NN_name``)."""
+    return entry.get("stage", "")[:2].isdigit()
+
+
 def timing_summary(path: str | Path) -> dict[str, float]:
     """What ``reproduce_timing.json`` (``psnlib.reproduce``) recorded: per-task CPU and wall
     seconds of the prepare stage (tasks, workers), and the notebooks' wall seconds."""
     entries = json.loads(Path(path).read_text()) if Path(path).exists() else []
     tasks = [e for e in entries if "task" in e]
-    is_notebook = [e.get("stage", "")[:2].isdigit() for e in entries]
-    notebooks = [e for e, nb in zip(entries, is_notebook, strict=True) if nb]
+    notebooks = [e for e in entries if _is_notebook(e)]
     workers = max((e["workers"] for e in tasks), default=1)
     cpu = sum(e["cpu_seconds"] for e in tasks)
     prepares = [i for i, e in enumerate(entries) if e.get("stage") == "prepare"]
-    start = prepares[-1] if prepares else len(entries)  # the latest make reproduce
-    last = entries[start:]
+    last = entries[prepares[-1] :] if prepares else []  # the latest make reproduce
     first_runs = {}  # its notebooks, each at its first execution (a forced re-run not counted)
-    for e, nb in zip(last, is_notebook[start:], strict=True):
-        if nb:
-            first_runs.setdefault(e["stage"], e["seconds"])
+    for e in filter(_is_notebook, last):
+        first_runs.setdefault(e["stage"], e["seconds"])
     return {
         "tasks": len(tasks),
         "task_cpu_seconds": cpu,
