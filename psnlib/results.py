@@ -12,11 +12,11 @@ reproduce`` prepared), computes the statistic per training seed and the differen
 - with one seed, a paired bootstrap over problems (resampled within each benchmark). It covers
   problem sampling only, not seed-to-seed spread, and the verdict says so.
 
-The verdict follows from the interval: ``reproduced`` (the paper's direction, interval above 0),
-``same direction, not resolved`` (interval covers 0), ``not reproduced`` (the other direction)
-or ``reversed`` (the other direction, interval below 0). For ``about equal`` claims (direction 0)
-the verdict is whether the interval covers 0. ``results_markdown`` renders the table; notebook
-15 writes it to ``figures/<profile>/RESULTS.md``.
+The verdict (``psnlib.verdicts``) follows from the interval: *reproduced*, *contradicted*,
+*inconclusive*, or *exploratory* for one seed; beside it the minimum detectable effect at 80%
+power from the observed spread. ``results_markdown`` renders the table and a discussion computed
+from it (nothing in it is written once for every profile); notebook 15 writes it to
+``figures/<profile>/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from psnlib.io import atomic_write_text
 from psnlib.metrics import pass_at_k
 from psnlib.profiles import Profile, get_profile
 from psnlib.summaries import AVERAGE, with_average
+from psnlib.verdicts import minimum_detectable_effect, seeds_needed, standard_error, verdict
 
 RESAMPLES = 2000  # bootstrap resamples of the one-seed intervals
 LEVEL = 0.95
@@ -106,20 +107,40 @@ def _t_interval(d: np.ndarray) -> tuple[float, float]:
     return float(d.mean() - half), float(d.mean() + half)
 
 
-TIE = 1e-9  # |ours - theirs| below this is float rounding of equal values: no direction
+def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
+    """The columns that follow from a claim's interval (``psnlib.verdicts``): the paper's
+    effect, the equivalence margin (points; "about equal" claims only), the minimum detectable
+    effect at 80% power and the verdict."""
+    margin = claim.margin * abs(theirs) if claim.direction == 0 else float("nan")
+    se = standard_error(lo, hi, seeds) if seeds > 1 else float("nan")
+    return {
+        "effect": float("nan") if claim.effect is None else claim.effect,
+        "margin": margin,
+        "mde": minimum_detectable_effect(se, seeds),
+        "verdict": verdict(lo, hi, claim.direction, seeds, claim.effect, margin),
+    }
 
 
-def verdict(diff: float, lo: float, hi: float, direction: int, seeds: int) -> str:
-    """The verdict of a difference ``ours - theirs`` and its interval (see the module doc)."""
-    if direction == 0:
-        text = "reproduced" if lo <= 0 <= hi else "not reproduced (they differ)"
-    elif lo > 0:
-        text = "reproduced"
-    elif diff > TIE:
-        text = "same direction, not resolved"
-    else:
-        text = "reversed" if hi < 0 else "not reproduced"
-    return text + (" (one seed)" if seeds < 2 else "")
+def judge(table: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
+    """``table`` (rows of ``check_claim``) with the claim's own columns (its ``paper`` text and
+    the judgement) computed anew from each row's interval and the claim of the same name, e.g.
+    after the verdict rules or the claims' texts changed."""
+    by_name = {c.name: c for c in claims}
+    missing = sorted(set(table["claim"]) - set(by_name))
+    if missing:
+        raise ValueError(f"no claim named {missing}; known: {sorted(by_name)}")
+    rows = []
+    for r in table.to_dict("records"):
+        claim = by_name[r["claim"]]
+        theirs = r["value_theirs"]
+        rows.append(
+            {
+                **r,
+                "paper": claim.paper,
+                **judgement(claim, r["lo"], r["hi"], int(r["seeds"]), theirs),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
@@ -141,6 +162,7 @@ def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
     else:
         lo, hi = (scale * x for x in _bootstrap(both))
     seeds = len(d)
+    theirs = float(values["value_b"].mean() * scale)
     return {
         "claim": claim.name,
         "paper": claim.paper,
@@ -149,13 +171,11 @@ def check_claim(claim: Claim, problems: pd.DataFrame, profile: Profile) -> dict:
         "statistic": claim.statistic.replace("max", str(k)),
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean() * scale),
-        "value_theirs": float(values["value_b"].mean() * scale),
+        "value_theirs": theirs,
         "diff": float(d.mean()),
         "lo": lo,
         "hi": hi,
-        "verdict": "no interval (one seed)"
-        if np.isnan(lo)
-        else verdict(float(d.mean()), lo, hi, claim.direction, seeds),
+        **judgement(claim, lo, hi, seeds, theirs),
         "notebook": claim.notebook,
     }
 
@@ -183,8 +203,9 @@ def claims_markdown(table: pd.DataFrame) -> str:
     """The claims table as Markdown: paper beside ours, the difference and its interval; each
     claim links its notebook (from ``figures/<profile>/``)."""
     lines = [
-        "| claim | paper | ours vs theirs (statistic) | difference [95% CI] | seeds | verdict |",
-        "|---|---|---|---|---|---|",
+        "| claim | paper | ours vs theirs (statistic) | difference [95% CI] | paper effect | seeds "
+        "| MDE | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         ours = (
@@ -193,9 +214,12 @@ def claims_markdown(table: pd.DataFrame) -> str:
         )
         interval = "" if np.isnan(r.lo) else f" [{r.lo:+.1f}, {r.hi:+.1f}]"
         link = f"[{r.claim}](../../notebooks/{r.notebook}.ipynb)" if r.notebook else r.claim
+        effect = "" if np.isnan(r.effect) else f"{r.effect:+.1f}"
+        mde = "" if np.isnan(r.mde) else f"{r.mde:.1f}"
+        margin = "" if np.isnan(r.margin) else f" (equal within ±{r.margin:.2f})"
         lines.append(
-            f"| {link} | {r.paper} | {ours} | {r.diff:+.1f}{interval} | {r.seeds} | "
-            f"**{r.verdict}** |"
+            f"| {link} | {r.paper} | {ours} | {r.diff:+.1f}{interval} | {effect} | {r.seeds} | "
+            f"{mde} | **{r.verdict}**{margin} |"
         )
     return "\n".join(lines)
 
@@ -247,45 +271,54 @@ Generated by `notebooks/15_results.ipynb` (`make reproduce PROFILE={name}`) from
 of notebooks 02-14: do not edit by hand. The papers trained 7B models on competition math; we
 train a ~1M-parameter policy on Countdown ({steps} RL steps of {prompts} prompts x {G}; evaluation
 on {problems} problems x {samples} samples per benchmark, temperature {temperature}). Compare
-directions, not values. The settings (learning rate {lr:g}, sigma {sigma:g}, about a tenth of the
-base policy's MLP weight RMS, TIS cap {cap:g}, the step count and batch) were fixed from a
-prototype and the time budget; none was tuned on a reported benchmark (`psnlib.profiles` says
-why each size is what it is).
+directions, not values. The settings (learning rate {lr:g}, sigma {sigma:g}, TIS cap {cap:g}, the
+step count and batch) were fixed from a prototype and the time budget; none was tuned on a
+reported benchmark (`psnlib.profiles` says why each size is what it is).
 
 *Difference* is ours - theirs in percentage points (pass@k, and the share of valid steps for
 self-consistency; for "solved only": problems, each way). The
-interval is 95%: a t-interval over the training seeds with two or more seeds; with one seed, a
-paired bootstrap over problems, which leaves out seed-to-seed spread. *Reproduced*: the paper's
-direction with the interval clear of 0; *same direction, not resolved*: the interval covers 0;
-*not reproduced*: the other direction; *reversed*: the other direction, clear of 0.
+interval is 95%: a paired t-interval over the training seeds with two or more seeds (the arms of
+a seed share its data order and evaluation streams); with one seed, a paired bootstrap over
+problems, which leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the
+interval clear of 0; *contradicted*: the interval clear of 0 the other way, or below the paper's
+own difference (*paper effect*); *inconclusive*: anything else. "About equal" claims are judged
+against the equivalence margin in their row: reproduced inside it, contradicted wholly outside.
+One-seed rows are *exploratory*, never a verdict. *MDE*: the smallest difference that a paired
+t-test over these seeds detects with 80% power at the observed spread.
 """
 
 
-DISCUSSION = """\
-What we think explains the differences (read with the figures of each notebook; the numbers are
-in the table above and in the notebooks' CSV files):
-
-- **RL narrows coverage: on every seed, but the interval is not resolved.** Each GRPO seed has a
-  lower pass@256 and a higher pass@1 than the base policy (notebook 02), the premise of both
-  papers; the GRPO seeds spread widely, so the t-interval over three seeds still spans zero.
-- **PSN does not widen coverage at this scale.** The noise barely moves a tiny policy: the
-  noisy-to-clean KL proxy stays small and the TIS weights near 1 (notebooks 04, 07), so noisy
-  rollouts are close to ordinary sampling, while the seed-to-seed spread of pass@256 is as large
-  as the papers' effect. Variant II, which raises sigma when answers look alike, was no better
-  than fixed sigma across seeds, and PSN added nothing on top of Pass@k training. The one-seed
-  sweeps of notebook 06 lean the other way (larger sigma, and noise per prompt or per step
-  rather than per rollout, gave a higher pass@256) by less than the seed-to-seed spread: leads to
-  test with more seeds, not findings.
-- **Weak prefixes lower coverage here.** Our weak policy is far weaker than the papers' 1-2B
-  models, and most entropy-cut prefixes can no longer be completed to a correct chain (the exact
-  prefix-quality table of notebook 09), so prefixed groups mostly earn no reward and training
-  sees fewer useful groups. The one-seed ablations (random truncation, p = 0.5 or 1.0,
-  same-family prefixes) all reach a higher pass@256 than p = 0.2 with entropy-cut prefixes, the
-  reverse of the paper; random cuts do leave more completable prefixes than entropy cuts.
-- **One-seed ablations** (TIS, noise site, truncation, p, prefix source) have intervals that
-  leave out seed-to-seed spread, which the three-seed comparisons show is large; we read them as
-  directions at most.
-"""
+def discussion(table: pd.DataFrame) -> str:
+    """What the claims table says, claim by claim, in words computed from its numbers: each
+    multi-seed claim's verdict, difference, MDE and the seeds the paper's effect would need; the
+    one-seed claims listed as exploratory."""
+    lines, exploratory = [], []
+    for r in table.itertuples():
+        unit = "problems" if r.statistic == "solved_only" else "points"
+        if r.seeds < 2:
+            exploratory.append(f"{r.claim} ({r.diff:+.1f} {unit})")
+            continue
+        text = (
+            f"- **{r.claim}** ({r.statistic}, {r.seeds} seeds): *{r.verdict}*; ours - theirs "
+            f"{r.diff:+.1f} {unit} [{r.lo:+.1f}, {r.hi:+.1f}]. At this spread, {r.seeds} seeds "
+            f"detect {r.mde:.1f} {unit} with 80% power"
+        )
+        if not np.isnan(r.margin):
+            text += f"; the equivalence margin is ±{r.margin:.2f}"
+        if not np.isnan(r.effect):
+            sd = standard_error(r.lo, r.hi, r.seeds) * np.sqrt(r.seeds)
+            need = seeds_needed(sd, r.effect) if sd > 0 else 2
+            text += f"; the paper's {r.effect:+.1f} would need " + (
+                f"about {need} seeds" if need else "more than 1000 seeds"
+            )
+        lines.append(text + ".")
+    if exploratory:
+        lines.append(
+            "- **Exploratory** (one seed; the interval leaves out seed-to-seed spread): "
+            + "; ".join(exploratory)
+            + "."
+        )
+    return "\n".join(lines)
 
 
 def results_markdown(
@@ -316,7 +349,7 @@ def results_markdown(
     parts += ["## Claim by claim", claims_markdown(table), "## Run time", _timing_text(timing)]
     if compute is not None:
         parts.append(_compute_text(compute, timing))
-    parts += ["## Discussion", DISCUSSION]
+    parts += ["## Discussion", discussion(table)]
     return "\n\n".join(parts) + "\n"
 
 

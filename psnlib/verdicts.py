@@ -1,0 +1,115 @@
+"""What an interval over paired seeds can say about a claim: verdict words and statistical power.
+
+A claim's difference ``d = ours - theirs`` is measured once per training seed (the arms of a seed
+share its data order and evaluation streams: common random numbers), and its 95% interval is the
+paired t-interval ``mean(d) +/- t_{0.975, n-1} * se``, ``se = sd(d) / sqrt(n)``.
+
+Verdict words (``verdict``):
+
+- *reproduced*: the paper's direction, the interval clear of 0;
+- *contradicted*: the interval clear of 0 the other way, or excluding the paper's effect (it lies
+  below the paper's reported difference, 0 included);
+- *inconclusive*: anything else;
+- "about equal" claims (direction 0) are judged against an equivalence margin ``m``, stated with
+  the claim: *reproduced* when the interval lies inside ``[-m, m]``, *contradicted* when it lies
+  wholly outside, *inconclusive* otherwise;
+- a claim measured on one seed is *exploratory*: its interval (a bootstrap over problems) leaves
+  out seed-to-seed spread, so it is never a verdict.
+
+Power (``minimum_detectable_effect``): the smallest true difference that a two-sided paired t-test
+at level 0.05 over ``n`` seeds detects with probability 0.8, from the observed ``se``. The test's
+statistic is noncentral t with ``n - 1`` degrees of freedom and noncentrality ``delta / se``, so
+
+    power(delta) = P(|T'| > t_{0.975, n-1}),  T' ~ t_{n-1}(delta / se)
+
+and the MDE solves ``power(delta) = 0.8``. For large ``n`` it tends to the normal closed form
+``(z_{0.975} + z_{0.8}) * se``. ``seeds_needed`` inverts it for a target effect.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import optimize, stats
+
+LEVEL = 0.95  # two-sided interval, test level 1 - LEVEL
+POWER = 0.8
+REPRODUCED, CONTRADICTED, INCONCLUSIVE, EXPLORATORY = (
+    "reproduced",
+    "contradicted",
+    "inconclusive",
+    "exploratory",
+)
+
+
+def verdict(
+    lo: float,
+    hi: float,
+    direction: int,
+    seeds: int,
+    effect: float | None = None,
+    margin: float | None = None,
+) -> str:
+    """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
+
+    ``direction`` is 1 when the paper finds ``ours`` ahead, 0 for "about equal" (then ``margin``,
+    the equivalence margin in the statistic's units, is required); ``effect`` is the paper's
+    reported difference, if it gives one."""
+    if direction not in (0, 1):
+        raise ValueError(f"direction must be 1 (ours ahead) or 0 (about equal), got {direction}")
+    if seeds < 2:
+        return EXPLORATORY
+    if direction == 0:
+        if margin is None or not margin > 0:
+            raise ValueError(f"an 'about equal' claim needs a margin > 0, got {margin}")
+        if -margin <= lo and hi <= margin:
+            return REPRODUCED
+        return CONTRADICTED if lo > margin or hi < -margin else INCONCLUSIVE
+    if lo > 0:
+        return REPRODUCED
+    if hi < 0 or (effect is not None and hi < effect):
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def _t_crit(seeds: int) -> float:
+    return float(stats.t.ppf(0.5 + LEVEL / 2, seeds - 1))
+
+
+def standard_error(lo: float, hi: float, seeds: int) -> float:
+    """``se`` of a paired t-interval ``[lo, hi]`` over ``seeds`` seeds: half its width over
+    ``t_{0.975, n-1}``."""
+    return (hi - lo) / 2 / _t_crit(seeds)
+
+
+def power(delta: float, se: float, seeds: int) -> float:
+    """Probability that the two-sided paired t-test over ``seeds`` seeds rejects 0 when the true
+    difference is ``delta`` and the standard error ``se``."""
+    df, nc, t = seeds - 1, delta / se, _t_crit(seeds)
+    far_tail = np.nan_to_num(stats.nct.cdf(-t, df, nc))  # ~0, and nan from scipy at large nc
+    return float(stats.nct.sf(t, df, nc) + far_tail)
+
+
+def minimum_detectable_effect(se: float, seeds: int, target: float = POWER) -> float:
+    """The smallest difference detected with probability ``target`` (module doc); ``nan`` for
+    fewer than two seeds, 0 for ``se`` = 0."""
+    if seeds < 2 or not np.isfinite(se):
+        return float("nan")
+    if se == 0:
+        return 0.0
+    upper = se * (_t_crit(seeds) + 1)
+    while power(upper, se, seeds) < target:  # power grows with delta: widen until bracketed
+        upper *= 2
+    return float(optimize.brentq(lambda d: power(d, se, seeds) - target, 0.0, upper))
+
+
+def seeds_needed(sd: float, effect: float, most: int = 1000) -> int | None:
+    """The fewest paired seeds (>= 2) whose MDE at seed spread ``sd`` is at most ``effect``;
+    ``None`` past ``most``."""
+    if not effect > 0:
+        raise ValueError(f"effect must be > 0, got {effect}")
+    for n in range(2, most + 1):
+        if minimum_detectable_effect(sd / math.sqrt(n), n) <= effect:
+            return n
+    return None
