@@ -57,6 +57,7 @@ class Profile:
     eval_samples: int = 256  # samples per problem (n of pass@k)
     eval_temperature: float = 1.0
     ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    eval_engine: str = "psnlib"  # sampler of `python -m psnlib eval`: "psnlib" or "vllm"
     benchmarks: tuple[str, ...] = (
         "countdown-l1",
         "countdown-l2",
@@ -272,6 +273,9 @@ _PAPER = Profile(
     eval_samples=256,
     eval_temperature=0.9,
     ks=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    # 2048-row batches of up to 3072 tokens on a 7B policy: ~380 GB of KV cache in the psnlib
+    # decoder (issue 20). vLLM pages its cache; `eval --use_vllm false` forces the decoder.
+    eval_engine="vllm",
     benchmarks=_REAL_BENCHMARKS + _OOD_BENCHMARKS,
     ablation_benchmarks=("aime24", "aime25", "amc23", "olympiadbench", "minerva"),
     sigma_sweep=(0.0005, 0.001, 0.004, 0.005),
