@@ -146,6 +146,7 @@ class Check:
         path = self.work / family
         if not path.exists():
             self.policy(family).save_pretrained(path)
+            self.tokenizer.save_pretrained(path)  # vLLM loads the tokenizer from there
         model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).to(self.device)
         a = self.args
         config = dict(
