@@ -11,7 +11,9 @@ training set (``countdown``, judged by ``countdown_reward``, or a real one, judg
 several GPUs or DeepSpeed (``docs/scale_out.md``).
 
 ``eval`` evaluates a saved policy on the profile's benchmarks (or ``--benchmarks``) through
-``psnlib.evaluate.evaluate_benchmarks`` (stored under ``data/results``) and prints pass@k.
+``psnlib.evaluate.evaluate_benchmarks`` (stored under ``data/results``) and prints pass@k. With
+``--use_vllm`` (the default at profiles whose ``eval_engine`` is vLLM: ``paper``) a ``vllm.LLM``
+of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
 
 Unknown profiles, arms, datasets, benchmarks or a missing model directory fail before any model
 is loaded, naming the value and what is allowed.
@@ -29,6 +31,7 @@ from typing import Any
 import yaml
 from trl import TrlParser
 
+from psnlib import sampling
 from psnlib.evaluate import evaluate_benchmarks
 from psnlib.io import atomic_write_json
 from psnlib.models import META_FILE, load_policy
@@ -72,6 +75,19 @@ class EvalArguments:
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
     run_key: str | None = field(
         default=None, metadata={"help": "Name of the results; default: the policy's directory."}
+    )
+    use_vllm: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Sample with vLLM instead of the psnlib decoder; default: the profile's "
+            "eval_engine (vLLM at paper, where the decoder's KV cache would not fit)."
+        },
+    )
+    vllm_gpu_memory_utilization: float = field(
+        default=0.9, metadata={"help": "vLLM: share of GPU memory for weights and KV cache."}
+    )
+    vllm_tensor_parallel_size: int = field(
+        default=1, metadata={"help": "vLLM: GPUs the policy is split over."}
     )
 
 
@@ -177,24 +193,56 @@ def _check_benchmarks(profile: Profile, names: list[str] | None) -> tuple[str, .
     return names
 
 
+def _bare(args: list[str], i: int, flags: tuple[str, ...]) -> bool:
+    """Whether ``args[i]`` is one of ``flags`` without a value after it."""
+    return args[i] in flags and (i + 1 == len(args) or args[i + 1].startswith("-"))
+
+
 def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]:
     """Parse and check an ``eval`` command line: its arguments, profile and benchmarks."""
     parser = TrlParser([EvalArguments], prog="python -m psnlib eval")
+    # a bare --use_vllm means true (its default, None, is "the profile's", so argparse wants a
+    # value)
+    flags = ("--use_vllm", "--use-vllm")
+    args = [x for i, a in enumerate(args) for x in ([a, "true"] if _bare(args, i, flags) else [a])]
     (script,) = parser.parse_args_and_config(args)
     profile = get_profile(script.profile)
     benchmarks = _check_benchmarks(profile, script.benchmarks)
     if not Path(script.model).is_dir():
         raise ValueError(f"--model {script.model!r}: no such policy directory")
+    if script.use_vllm is None:
+        script.use_vllm = profile.eval_engine == "vllm"
+    if script.use_vllm and sampling.vllm is None:
+        raise ValueError(
+            f"sampling with vLLM (--use_vllm; profile {profile.name!r} evaluates with "
+            f"{profile.eval_engine!r}) needs vLLM: pip install 'psnlib[gpu]' on a CUDA machine, "
+            "or pass --use_vllm false for the psnlib decoder"
+        )
     return script, profile, benchmarks
 
 
 def evaluate(script: EvalArguments, profile: Profile, benchmarks: tuple[str, ...]) -> dict:
     """Evaluate the policy (results stored by ``evaluate_benchmarks``), print pass@k per
     benchmark and k, and return the tables."""
-    model, tokenizer = load_policy(script.model)
+    model, tokenizer = load_policy(script.model)  # on the CPU: for the weights' fingerprint
+    engine = None
+    if script.use_vllm:
+        engine = sampling.vllm.LLM(
+            model=script.model,
+            dtype="auto",
+            seed=script.seed,
+            gpu_memory_utilization=script.vllm_gpu_memory_utilization,
+            tensor_parallel_size=script.vllm_tensor_parallel_size,
+        )
     run_key = script.run_key or Path(script.model).resolve().name
     tables = evaluate_benchmarks(
-        model.eval(), tokenizer, profile, benchmarks, run_key=run_key, seed=script.seed
+        model.eval(),
+        tokenizer,
+        profile,
+        benchmarks,
+        run_key=run_key,
+        seed=script.seed,
+        engine=engine,
     )
     curves = tables["curves"].pivot_table(index="benchmark", columns="k", values="pass_at_k")
     print(curves.round(4).to_string())
@@ -205,8 +253,12 @@ def main(argv: list[str] | None = None) -> None:
     """Dispatch ``train`` or ``eval``. Bad arguments end the program with a one-line message
     before anything is loaded."""
     argv = sys.argv[1:] if argv is None else argv
+    usage = f"usage: python -m psnlib {{{','.join(COMMANDS)}}} [--help] [options]"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{usage}\n\n{__doc__.strip()}")
+        return
     if not argv or argv[0] not in COMMANDS:
-        sys.exit(f"usage: python -m psnlib {{{','.join(COMMANDS)}}} [--help] [options]")
+        sys.exit(usage)
     command, args = argv[0], argv[1:]
     plan = plan_train if command == "train" else plan_eval
     try:

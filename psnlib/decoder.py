@@ -1,4 +1,5 @@
-"""A tree-structured KV-cache decoder for Llama-layout causal LMs: the engine of psnlib.sampling.
+"""A tree-structured KV-cache decoder for Llama-layout causal LMs (Llama, Qwen2 and Qwen3, whose
+attention adds an RMSNorm of each head's query and key): the engine of psnlib.sampling.
 
 Rows (prompt x sample) are decoded in *cohorts*: rows that joined together, with one prefill of
 their prompts and a time axis of their own, so attention never spans more than a row's history.
@@ -19,19 +20,24 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 
-LLAMA_LAYOUT = ("llama", "qwen2")  # model types the decoder runs
+LLAMA_LAYOUT = ("llama", "qwen2", "qwen3")  # model types the decoder runs
 COMPACT_FRACTION = 0.25  # a cohort packs its nodes once this share of its slots is dead
 MASKED_PROMPTS = 8  # cohorts of at most this many prompts attend to all prompts, masked
 Route = Callable[[torch.Tensor], None]  # called with the prompt index of each row (B,)
 
 
+def decodable(model: PreTrainedModel) -> bool:
+    """Whether the decoder runs ``model``: a Llama-layout model type, full attention."""
+    config = model.config
+    return config.model_type in LLAMA_LAYOUT and not getattr(config, "use_sliding_window", False)
+
+
 def check_decodable(model: PreTrainedModel) -> None:
     """Raise a ValueError unless the decoder runs ``model`` (Llama layout, full attention)."""
-    config = model.config
-    if config.model_type not in LLAMA_LAYOUT or getattr(config, "use_sliding_window", False):
+    if not decodable(model):
         raise ValueError(
             f"the psnlib decoder runs Llama-layout models {LLAMA_LAYOUT} with full attention, "
-            f"got model_type {config.model_type!r}; for other models pass a vllm.LLM to "
+            f"got model_type {model.config.model_type!r}; for other models pass a vllm.LLM to "
             "sample_tokens, or use rollout_engine='generate' in PSNGRPOConfig"
         )
 
@@ -188,6 +194,7 @@ class TreeDecoder:
         config = model.config
         self.model, self.base = model, model.model
         self.heads = config.num_attention_heads, config.num_key_value_heads
+        self.qk_norm = hasattr(self.base.layers[0].self_attn, "q_norm")  # Qwen3
         self.max_new, self.pad = max_new_tokens, pad_token_id
         self.route = route
         self.cohorts: list[Cohort] = []
@@ -233,6 +240,9 @@ class TreeDecoder:
             attn, mlp = layer.self_attn, layer.mlp
             x = rms_norm(layer.input_layernorm, h)
             qk = torch.cat([attn.q_proj(x), attn.k_proj(x)], -1).view(B, H + KV, -1)
+            if self.qk_norm:  # Qwen3: an RMSNorm of each head's query and key, then the rotation
+                q, k = qk.split([H, KV], dim=1)
+                qk = torch.cat([rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)], dim=1)
             q, k = rotate(qk, cos, sin).split([H, KV], dim=1)  # (N, H, D), (N, KV, D)
             v = attn.v_proj(x).view(B, KV, -1)  # (N, KV, D)
             if KV < H:  # grouped-query attention: one KV head per H // KV query heads
@@ -249,7 +259,7 @@ class TreeDecoder:
 
 
 def rms_norm(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """A Llama / Qwen2 RMSNorm module applied as one fused op."""
+    """A Llama / Qwen2 / Qwen3 RMSNorm module applied as one fused op (over the last axis)."""
     return F.rms_norm(x, module.weight.shape, module.weight, module.variance_epsilon)
 
 

@@ -3,7 +3,12 @@ the results as tidy tables (``psnlib.store``), so a finished evaluation is never
 
 Countdown benchmarks get the testbed's full analysis (``evaluate_policy``); a real benchmark
 (a key of ``REAL_BENCHMARKS``, as the ``gpu`` and ``paper`` profiles name them) is judged by
-``math_reward`` (``evaluate_answers``). ``evaluate_at_profile`` routes by name."""
+``math_reward`` (``evaluate_answers``). ``evaluate_at_profile`` routes by name.
+
+Samples come from ``psnlib.sampling`` on the model, or, given ``engine`` (a ``vllm.LLM`` of the
+same weights; ``python -m psnlib eval --use_vllm``), from vLLM (``psnlib.sampling._sample_vllm``:
+no token entropies). The model is still read for the weights' fingerprint (and, on Countdown,
+informativeness); results sampled by vLLM are stored under their own key."""
 
 from __future__ import annotations
 
@@ -62,6 +67,7 @@ def evaluate_policy(
     batch_size: int = 2048,
     informativeness_samples: int = 2,
     progress: bool = True,
+    engine: Any = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample ``n`` completions per problem and score them exactly.
 
@@ -87,7 +93,8 @@ def evaluate_policy(
         raise ValueError(f"informativeness_samples must be >= 0, got {informativeness_samples}")
     prompts = list(dataset["prompt"])
     sampling = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size)
-    samples, texts = _draw(model, tokenizer, prompts, n, seed, progress, **sampling)
+    sampler = model if engine is None else engine
+    samples, texts = _draw(sampler, tokenizer, prompts, n, seed, progress, **sampling)
     problems = [Problem(tuple(row["numbers"]), row["target"]) for row in dataset]
     scored = [
         (p, t) for p, ts in zip(problems, texts, strict=True) for t in ts[:informativeness_samples]
@@ -149,6 +156,7 @@ def evaluate_answers(
     seed: int = 0,
     batch_size: int = 2048,
     progress: bool = True,
+    engine: Any = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Sample ``n`` completions per problem of a real benchmark (``load_real_benchmark``
     columns) and judge them with ``math_reward``.
@@ -160,7 +168,10 @@ def evaluate_answers(
     if len(dataset) == 0:
         raise ValueError("evaluate_answers needs at least one problem, got an empty dataset")
     sampling = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size)
-    samples, texts = _draw(model, tokenizer, list(dataset["prompt"]), n, seed, progress, **sampling)
+    sampler = model if engine is None else engine
+    samples, texts = _draw(
+        sampler, tokenizer, list(dataset["prompt"]), n, seed, progress, **sampling
+    )
     correct = [
         int(
             sum(math_reward(completions, [row["answer"]] * n, answer_type=[row["answer_type"]] * n))
@@ -180,10 +191,12 @@ def evaluate_answers(
 
 
 def eval_config(
-    model: PreTrainedModel, profile: Profile, run_key: str, seed: int
+    model: PreTrainedModel, profile: Profile, run_key: str, seed: int, engine: Any = None
 ) -> dict[str, Any]:
     """Everything that determines an evaluation's results (the store key covers all of it)."""
+    sampler = {} if engine is None else {"sampler": "vllm"}  # psnlib's keys stay as they were
     return {
+        **sampler,
         "run": run_key,
         "weights": weights_fingerprint(model),
         "problems": profile.eval_problems,
@@ -203,6 +216,7 @@ def evaluate_at_profile(
     benchmark: str,
     seed: int = 0,
     progress: bool = True,
+    engine: Any = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``evaluate_policy`` on one Countdown benchmark, or ``evaluate_answers`` on a real one, at
     the profile's problems (0: all of a real benchmark), samples, k, temperature and completion
@@ -223,6 +237,7 @@ def evaluate_at_profile(
         max_new_tokens=profile.max_completion_length,
         seed=seed,
         progress=progress,
+        engine=engine,
     )
 
 
@@ -235,6 +250,7 @@ def evaluate_benchmarks(
     run_key: str,
     seed: int = 0,
     progress: bool = True,
+    engine: Any = None,
 ) -> dict[str, pd.DataFrame]:
     """Evaluate a policy on benchmarks (default: the profile's) at the profile's scale.
 
@@ -243,15 +259,20 @@ def evaluate_benchmarks(
     loaded, not recomputed. The hash covers ``eval_config`` (a fingerprint of the weights
     included), not the benchmark list, so adding a benchmark reuses the others.
 
+    ``engine`` (a ``vllm.LLM`` of the same weights) samples instead of the psnlib decoder.
+
     Returns ``{"problems": run x benchmark x problem, "curves": run x benchmark x k}``, with
     columns run, seed, benchmark first, and ``seconds`` per benchmark in ``curves``.
     """
     profile = get_profile(profile)
-    store = ResultStore.for_run(profile.name, run_key, eval_config(model, profile, run_key, seed))
+    config = eval_config(model, profile, run_key, seed, engine)
+    store = ResultStore.for_run(profile.name, run_key, config)
 
     def compute(benchmark: str) -> dict[str, pd.DataFrame]:
         start = time.perf_counter()
-        problems, curve = evaluate_at_profile(model, tokenizer, profile, benchmark, seed, progress)
+        problems, curve = evaluate_at_profile(
+            model, tokenizer, profile, benchmark, seed, progress, engine
+        )
         return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
 
     out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}

@@ -3,8 +3,12 @@
 PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * eps`` with
 ``eps ~ N(0, I)`` drawn once and held fixed for the whole trajectory, and learns on the clean ``W``.
 
-- ``targets``: which weights are perturbed: a named site (``mlp``, the paper's choice; ``attn``;
-  ``all`` = every linear layer of the decoder blocks) or regex patterns over parameter names.
+- ``targets``: which weights are perturbed: a named site or regex patterns over parameter names.
+  A site picks ``nn.Linear`` layers of the decoder blocks by role (the layer's attribute name):
+  ``mlp`` the gate / up / down projections (the paper's choice), ``attn`` the q / k / v / o
+  projections, ``all`` every linear layer of the decoder blocks; never a norm (e.g. Qwen3's
+  per-head ``q_norm`` / ``k_norm``), an embedding or the head. The weight and bias (if any) of
+  each chosen layer are perturbed.
 - ``scope``: how many noise samples a training step uses. ``step``: one for the whole step (the
   authors' released code). ``prompt``: one per prompt group. ``rollout``: rollout k of every group
   gets sample k, so a group of G rollouts sees G different brains (the paper's per-trajectory
@@ -30,11 +34,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-SITES: dict[str, str] = {
-    "mlp": r"\.mlp\.",  # gate / up / down projections: the paper's best site
-    "attn": r"\.self_attn\.",  # q / k / v / o projections
-    "all": r"\.(mlp|self_attn)\.",  # every linear layer of the decoder blocks
+# Each site: the roles (attribute names) of the nn.Linear layers it takes inside the decoder
+# blocks (modules named ``...layers.<i>...``); None takes every nn.Linear there.
+SITES: dict[str, tuple[str, ...] | None] = {
+    "mlp": ("gate_proj", "up_proj", "down_proj"),  # the paper's best site
+    "attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "all": None,  # every linear layer of the decoder blocks
 }
+_BLOCK = re.compile(r"(^|\.)layers\.\d+\.")  # a module inside decoder block i
 SCOPES = ("step", "prompt", "rollout")
 CLEAN = -1  # the noise index of rows that run the clean weights (perturbed_rows)
 
@@ -64,8 +71,10 @@ class NoiseConfig:
         if not targets:
             raise ValueError(f"targets must name at least one site ({', '.join(SITES)}) or regex")
         for target in targets:
+            if target in SITES:
+                continue
             try:
-                re.compile(SITES.get(target, target))
+                re.compile(target)
             except re.error as err:
                 raise ValueError(
                     f"target {target!r} is neither a site ({', '.join(SITES)}) "
@@ -74,13 +83,31 @@ class NoiseConfig:
         object.__setattr__(self, "targets", targets)
 
 
+def site_parameters(model: nn.Module, site: str) -> dict[str, nn.Parameter]:
+    """The weights and biases of the ``nn.Linear`` layers of the decoder blocks that ``site``
+    (a key of ``SITES``) picks by role."""
+    roles = SITES[site]
+    return {
+        f"{name}.{kind}": param
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear)
+        and _BLOCK.search(name)
+        and (roles is None or name.rpartition(".")[2] in roles)
+        for kind, param in module.named_parameters(recurse=False)
+    }
+
+
 def target_parameters(model: nn.Module, targets: tuple[str, ...]) -> dict[str, nn.Parameter]:
-    """The parameters matched (``re.search`` on the name) by any target; each target must match."""
+    """The parameters a site picks, or a regex matches (``re.search`` on the name), for any
+    target; each target must match."""
     params = dict(model.named_parameters())
     chosen: dict[str, nn.Parameter] = {}
     for target in targets:
-        pattern = re.compile(SITES.get(target, target))
-        matched = {name: p for name, p in params.items() if pattern.search(name)}
+        if target in SITES:
+            matched = site_parameters(model, target)
+        else:
+            pattern = re.compile(target)
+            matched = {name: p for name, p in params.items() if pattern.search(name)}
         if not matched:
             kinds = sorted({re.sub(r"\.\d+\.", ".N.", name) for name in params})
             raise ValueError(

@@ -12,6 +12,7 @@ never which code runs. Every notebook takes ``profile`` as a parameter:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Profile:
     eval_samples: int = 256  # samples per problem (n of pass@k)
     eval_temperature: float = 1.0
     ks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    eval_engine: str = "psnlib"  # sampler of `python -m psnlib eval`: "psnlib" or "vllm"
     benchmarks: tuple[str, ...] = (
         "countdown-l1",
         "countdown-l2",
@@ -74,6 +76,11 @@ class Profile:
     relative_sigmas: tuple[float, ...] = (0.1,)  # sigmas as a share of each weight's RMS (06)
     other_policies: tuple[PolicySpec, ...] = ()  # further base policies, "across models" (03)
     example_responses: int = 6  # responses per policy shown side by side (11)
+    # PSNGRPOConfig settings the profile adds to every run (after its sizes, before the arm's)
+    # and to one arm's runs (after the arm's): a real recipe's, where it differs from the
+    # testbed's. Pairs keep the profile hashable; empty on the testbed (they enter run keys).
+    rl_settings: tuple[tuple[str, Any], ...] = ()
+    arm_settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
     def with_overrides(self, **changes) -> Profile:
         """A copy with some fields changed (for sweeps), validated like the original."""
@@ -179,11 +186,32 @@ _CPU = Profile(
 _REAL_BENCHMARKS = ("aime24", "aime25", "amc23", "olympiadbench", "minerva", "math500")
 _OOD_BENCHMARKS = ("gpqa-diamond",)  # LiveCodeBench needs a sandboxed code runner: not here
 
+# The released recipe in TRL's terms (see _PAPER below), shared by both real profiles:
+# - verl's mini-batches: one optimizer update per 12 prompts x 8 rollouts (ppo_mini_batch_size
+#   12), several per rollout batch. A step of TRL (max_steps) is one optimizer update; each
+#   process generates per_device_train_batch_size x steps_per_generation rows at a time
+#   (one rollout batch); gradient_accumulation_steps micro-batches make one update.
+#   With N processes, divide per_device_train_batch_size by N (docs/scale_out.md).
+# - lr constant, no warm-up (verl's default; TRL's is a linear decay).
+# - KL to the reference: coefficient 0.001, low_var_kl = TRL's k3 estimator (beta).
+# - Variant I (psn_kl): KL target 0.004, the middle of the paper's 0.003-0.005, starting from
+#   the released sigma0 0.001 (the testbed's arm uses its own calibrated 0.001 target).
+_MINI_BATCH = 12 * 8  # rollouts per optimizer update (verl ppo_mini_batch_size 12, n = 8)
+_MICRO_BATCH = 32  # rollouts per forward/backward on one process
+_RECIPE = (
+    ("per_device_train_batch_size", _MICRO_BATCH),
+    ("gradient_accumulation_steps", _MINI_BATCH // _MICRO_BATCH),
+    ("lr_scheduler_type", "constant"),
+    ("beta", 0.001),
+)
+_VARIANT_I = (("psn_kl", (("kl_target", 0.004), ("sigma", 0.001))),)
+
 _GPU = Profile(
     name="gpu",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-1.5B"),
     weak=PolicySpec(name_or_path="meta-llama/Llama-3.2-1B-Instruct"),
-    rl_steps=200,
+    # 200 rollout batches of 64 prompts x 8, at 512 / 96 = 5.3 updates each: 1067 updates.
+    rl_steps=1067,
     rl_prompts_per_step=64,
     max_completion_length=1024,
     learning_rate=1e-6,
@@ -200,14 +228,25 @@ _GPU = Profile(
     sigma_sweep=(0.0005, 0.001, 0.004),
     relative_sigmas=(0.01,),
     other_policies=(PolicySpec(name_or_path="Qwen/Qwen3-1.7B-Base"),),
+    rl_settings=(*_RECIPE, ("steps_per_generation", 64 * 8 // _MICRO_BATCH)),
+    arm_settings=_VARIANT_I,
 )
 
 # The released PSN-GRPO setup (verl fork): Qwen2.5-Math-7B on the SimpleRL-Zoo MATH level 3-5
-# problems, 256 prompts x 8 rollouts, lr 3e-7, responses up to 3072 tokens, one noise sample per
-# step with sigma 0.004, token-level TIS with C = 10; pass@k up to 256 at temperature 0.9 on
-# AIME24/25, AMC23, OlympiadBench, Minerva (the five averaged), MATH500 and GPQA-Diamond. Its KL
-# term (coefficient 0.001, low_var_kl = TRL's k3) is a trainer setting: pass beta=0.001; its
-# entropy bonus (0.001) has no TRL counterpart. The number of steps is not stated: 500 is ours.
+# problems, 256 prompts x 8 rollouts per rollout batch, lr 3e-7 (constant), responses up to 3072
+# tokens, one noise sample per rollout batch with sigma 0.004, token-level TIS with C = 10, KL
+# coefficient 0.001 (low_var_kl), 20 epochs; pass@k up to 256 at temperature 0.9 on AIME24/25,
+# AMC23, OlympiadBench, Minerva (the five averaged), MATH500 and GPQA-Diamond. _RECIPE above
+# holds what TRL expresses. What differs, and why:
+# - updates per rollout batch: verl splits 256 prompts into mini-batches of 12, 21 full ones and
+#   a last one of 4; TRL needs equal micro-batches, so an update is always 96 rollouts and every
+#   third one spans two rollout batches: 64 / 3 = 21.3 updates per rollout batch on average.
+# - length: 20 epochs, about 660 rollout batches in the released run (issue 20's audit; the
+#   file's row count is not checked here): max_steps = 660 x 64 / 3 = 14080 updates. TRL's
+#   max_steps counts updates, and rl_settings always sets it, so epochs are not a setting here.
+# - the entropy bonus (coefficient 0.001) has no TRL counterpart: left out.
+# - verl's dual-clip (clip_ratio_c = 3) for negative advantages: TRL clips one-sided (epsilon
+#   0.2, as verl's clip_ratio); TRL's `delta` is a different (two-sided) bound: left unset.
 #
 # Weak-model guidance (arXiv 2608.27420) at this scale is this profile with another target and
 # learning rate, and the `weak_prefix` arm (p = 0.2; weak writer: `weak`, Llama-3.2-1B):
@@ -220,7 +259,7 @@ _PAPER = Profile(
     name="paper",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-7B"),
     weak=PolicySpec(name_or_path="meta-llama/Llama-3.2-1B-Instruct"),
-    rl_steps=500,
+    rl_steps=660 * 256 * 8 // _MINI_BATCH,  # 14080 updates: ~660 rollout batches, 20 epochs
     rl_prompts_per_step=256,
     num_generations=8,
     max_completion_length=3072,
@@ -234,6 +273,9 @@ _PAPER = Profile(
     eval_samples=256,
     eval_temperature=0.9,
     ks=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    # 2048-row batches of up to 3072 tokens on a 7B policy: ~380 GB of KV cache in the psnlib
+    # decoder (issue 20). vLLM pages its cache; `eval --use_vllm false` forces the decoder.
+    eval_engine="vllm",
     benchmarks=_REAL_BENCHMARKS + _OOD_BENCHMARKS,
     ablation_benchmarks=("aime24", "aime25", "amc23", "olympiadbench", "minerva"),
     sigma_sweep=(0.0005, 0.001, 0.004, 0.005),
@@ -242,6 +284,8 @@ _PAPER = Profile(
         PolicySpec(name_or_path="Qwen/Qwen3-4B-Base"),
         PolicySpec(name_or_path="meta-llama/Llama-3.1-8B"),
     ),
+    rl_settings=(*_RECIPE, ("steps_per_generation", 256 * 8 // _MICRO_BATCH)),
+    arm_settings=_VARIANT_I,
 )
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (_SMOKE, _CPU, _GPU, _PAPER)}

@@ -77,7 +77,8 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
         "use_cpu": not torch.cuda.is_available(),
         "bf16": False,
     }
-    settings = {**settings, **ARMS[arm], **overrides}
+    recipe, arm_recipe = dict(profile.rl_settings), dict(dict(profile.arm_settings).get(arm, ()))
+    settings = {**settings, **recipe, **ARMS[arm], **arm_recipe, **overrides}
     if settings.get("prefix_prob", 0.0) > 0:
         settings = {**PREFIX_SETTINGS, **settings}
         for name, allowed in (

@@ -12,9 +12,9 @@ from a generator seeded by ``(seed, i)``, so sample ``j`` of prompt ``i`` depend
 prompt, ``i``, ``j`` and ``n`` (the largest count) only, up to floating-point rounding: not on the
 batch size or the other prompts. Rows join in order of prompt length, so padding is small.
 
-The decoder runs Llama-layout models (Llama, Qwen2: the testbed's families and the GPU profiles'
-models). A ``vllm.LLM`` passed as ``model`` is sampled with vLLM instead (GPU users; same call,
-same result type, no entropies).
+The decoder runs Llama-layout models (Llama, Qwen2, Qwen3: the testbed's families and the GPU
+profiles' models). A ``vllm.LLM`` passed as ``model`` is sampled with vLLM instead (GPU users;
+same call, same result type, no entropies).
 """
 
 from __future__ import annotations

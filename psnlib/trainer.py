@@ -24,6 +24,7 @@ Evaluation always samples the clean policy.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections import defaultdict
@@ -35,7 +36,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from psnlib.advantages import passk_advantages
-from psnlib.decoder import check_decodable
+from psnlib.decoder import LLAMA_LAYOUT, decodable
 from psnlib.noise import (
     CLEAN,
     noise_indices,
@@ -55,6 +56,7 @@ from psnlib.weak_prefix import choose_prefixed
 __all__ = ["PSNGRPOConfig", "PSNGRPOTrainer"]
 
 SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory
+logger = logging.getLogger(__name__)
 
 
 class PSNGRPOTrainer(GRPOTrainer):
@@ -83,7 +85,9 @@ class PSNGRPOTrainer(GRPOTrainer):
       the prefix joins the prompt (conditioning only) and the reward judges prefix + completion.
       Logs ``prefix/{fraction,tokens,reward_prefixed,reward_plain}``. Combines with noise and
       both advantage modes.
-    - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``.
+    - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``;
+      for a model the psnlib decoder does not run (e.g. Gemma-2) the trainer logs a warning and
+      uses ``generate``.
 
     - ``use_vllm=True``: ``psnlib.vllm_rollouts.generate_noisy`` samples the training rollouts on
       vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
@@ -113,8 +117,16 @@ class PSNGRPOTrainer(GRPOTrainer):
         self.similarity = similarity
         unwrapped = self.accelerator.unwrap_model(self.model)
         target_parameters(unwrapped, self.noise.targets)  # each target must match
-        if args.rollout_engine == "psnlib" and not args.use_vllm:
-            check_decodable(unwrapped)
+        self.rollout_engine = args.rollout_engine  # the engine of the training rollouts
+        if self.rollout_engine == "psnlib" and not args.use_vllm and not decodable(unwrapped):
+            self.rollout_engine = "generate"
+            logger.warning(
+                "rollout_engine='psnlib' runs %s models with full attention; %s has model_type "
+                "%r: training rollouts use rollout_engine='generate' (TRL's generate) instead",
+                "/".join(LLAMA_LAYOUT),
+                type(unwrapped).__name__,
+                unwrapped.config.model_type,
+            )
         per_row = "d_sem" in self.scheduler.signals or self.noise.scope != "step"
         if per_row and not args.use_vllm:  # vLLM is sent whole noisy weights instead
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
@@ -178,7 +190,7 @@ class PSNGRPOTrainer(GRPOTrainer):
         else:
             indices = torch.tensor(noise)  # (B + pairs,)
             with perturbed_rows(model, self.noise, step, indices, self.sigma) as routing:
-                if self.args.rollout_engine == "generate":
+                if self.rollout_engine == "generate":
                     with SampledLogps(model, self.temperature) as sampled:
                         completion_ids, _ = super()._generate_single_turn(rows, *extra)
                     logps = sampled.logps(completion_ids)

@@ -32,7 +32,7 @@ FIXTURES: dict[str, tuple[str, list[dict]]] = {
     ),
     "amc23": (
         "parquet",
-        [{"question": "What is $1+1$?", "answer": 2.0, "url": "https://aops/2023"}],
+        [{"id": 7, "question": "What is $1+1$?", "answer": 2.0, "url": "https://aops/2023"}],
     ),
     "math500": (
         "jsonl",
@@ -114,11 +114,54 @@ def test_field_values_are_mapped(tmp_path):
     assert aime["answer"] == ["204", "25"] and aime["id"] == ["2024-I-1", "2024-I-2"]
     assert aime[0]["prompt"] == f"Find $x$.\n\n{BOXED_INSTRUCTION}"
     amc = load_real_benchmark("amc23", data_files=write_fixture(tmp_path, *FIXTURES["amc23"]))
-    assert amc["answer"] == ["2"] and amc["id"] == ["amc23-0"]
+    assert amc["answer"] == ["2"] and amc["id"] == ["7"]  # the data set's id column
     olymp = load_real_benchmark(
         "olympiadbench", data_files=write_fixture(tmp_path, *FIXTURES["olympiadbench"])
     )
     assert olymp["answer"] == ["1, 2"] and olymp["id"] == ["2231"]
+
+
+def test_simplerl_rows_load_in_both_layouts(tmp_path):
+    """SimpleRL-Zoo's own fields (question / gt_answer) and verl's (a chat prompt, the answer
+    in reward_model.ground_truth) give the same problem; verl's user message, which already asks
+    for the boxed answer, is kept as it is."""
+    ask = "Solve $2x=6$."
+    verl = [
+        {
+            "data_source": "simplelr_math",
+            "prompt": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": f"{ask}\n{BOXED_INSTRUCTION}"},
+            ],
+            "reward_model": {"style": "rule", "ground_truth": "3"},
+            "extra_info": {"index": 0},
+        }
+    ]
+    own = load_real_benchmark(
+        "simplerl-math-l3to5", data_files=write_fixture(tmp_path, *FIXTURES["simplerl-math-l3to5"])
+    )
+    (tmp_path / "verl").mkdir()
+    other = load_real_benchmark(
+        "simplerl-math-l3to5", data_files=write_fixture(tmp_path / "verl", "parquet", verl)
+    )
+    assert own["answer"] == other["answer"] == ["3"] and own["id"] == other["id"]
+    assert own[0]["prompt"] == f"{ask}\n\n{BOXED_INSTRUCTION}"
+    assert other[0]["prompt"] == f"{ask}\n{BOXED_INSTRUCTION}"  # the user message, verbatim
+    with pytest.raises(ValueError, match=r"'question' \(or any layout of .*'prompt'"):
+        load_real_benchmark(
+            "simplerl-math-l3to5", data_files=write_fixture(tmp_path, "jsonl", [{"q": "1"}])
+        )
+
+
+def test_olympiadbench_context_comes_before_the_question(tmp_path):
+    fmt, rows = FIXTURES["olympiadbench"]
+    rows = [
+        {**rows[0], "context": "A sequence has $a_1 = 1$."},
+        {**rows[0], "id": 2232, "context": None},
+    ]
+    ds = load_real_benchmark("olympiadbench", data_files=write_fixture(tmp_path, fmt, rows))
+    assert ds[0]["prompt"] == f"A sequence has $a_1 = 1$.\n\nFind all $n$.\n\n{BOXED_INSTRUCTION}"
+    assert ds[1]["prompt"] == f"Find all $n$.\n\n{BOXED_INSTRUCTION}"
 
 
 def test_local_directory_and_subset(tmp_path):
@@ -207,6 +250,21 @@ def test_registry_documents_every_benchmark():
         ("70", "\\boxed{71}", 0.0),
         ("70", "The answer is 70.", 0.0),  # no boxed answer
         ("x+1", "\\boxed{1 + x}", 1.0),
+        # gold answers in text mode, as the data sets write them (issue 20): wrapped as a boxed
+        # answer before parsing
+        ("\\$18.90", "\\boxed{18.90}", 1.0),
+        ("\\$18.90", "\\boxed{\\$18.90}", 1.0),
+        ("\\$18.90", "\\boxed{18.91}", 0.0),
+        ("$\\frac{3}{4}$", "\\boxed{\\frac34}", 1.0),
+        ("\\frac{3}{4}", "\\boxed{0.75}", 1.0),
+        ("3\\sqrt{3}", "\\boxed{\\sqrt{27}}", 1.0),
+        ("\\sqrt{2}/2", "\\boxed{\\frac{\\sqrt2}{2}}", 1.0),
+        ("(2, -1)", "\\boxed{(2,-1)}", 1.0),
+        ("(2, -1)", "\\boxed{(-1,2)}", 0.0),
+        ("[0, 1)", "\\boxed{[0,1)}", 1.0),
+        ("(0, 1]", "\\boxed{(0,1)}", 0.0),
+        ("(-\\infty, 3]", "\\boxed{(-\\infty,3]}", 1.0),
+        ("\\boxed{7}", "\\boxed{7}", 1.0),
     ],
 )
 def test_math_reward_known_answers(gold, completion, expected):

@@ -58,14 +58,30 @@ def _math_verify():
     return math_verify
 
 
+_IN_MATH_MODE = re.compile(r"\$\$?([^$]+)\$\$?|\\\((.+)\\\)|\\\[(.+)\\\]", re.S)
+
+
+def gold_latex(gold: str) -> str:
+    """The gold answer as math-verify reads a boxed answer: ``$\\boxed{gold}$``.
+
+    Gold answers are written in text mode (``\\$18.90``, ``\\frac{1}{2}``, ``(0, 1]``), as a
+    boxed answer's content is; a gold already boxed is kept, and one wholly inside math
+    delimiters (``$...$``, ``\\(...\\)``, ``\\[...\\]``) is unwrapped first.
+    """
+    if "\\boxed" in gold:
+        return gold if "$" in gold else f"${gold}$"
+    match = _IN_MATH_MODE.fullmatch(gold.strip())
+    inner = next(g for g in match.groups() if g is not None) if match else gold
+    return f"$\\boxed{{{inner.strip()}}}$"
+
+
 def math_equal(gold: str, boxed: str) -> bool:
     """Whether the boxed answer ``boxed`` equals the gold answer ``gold`` (math-verify)."""
     mv = _math_verify()
     # math-verify's timeouts use signals, which work only in the main thread.
     in_main = threading.current_thread() is threading.main_thread()
     timeout = 5 if in_main else None
-    gold_text = gold if ("$" in gold or "\\boxed" in gold) else f"${gold}$"
-    gold_parsed = mv.parse(gold_text, parsing_timeout=timeout)
+    gold_parsed = mv.parse(gold_latex(gold), parsing_timeout=timeout)
     pred_parsed = mv.parse(f"$\\boxed{{{boxed}}}$", parsing_timeout=timeout)
     if not gold_parsed or not pred_parsed:
         return False

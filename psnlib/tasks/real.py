@@ -16,6 +16,9 @@ reads to choose between math-verify and a letter comparison.
 The field mapping of each data set lives in one place, its ``RealBenchmark`` entry in
 ``REAL_BENCHMARKS`` below; a field that is missing or renamed upstream raises a ``ValueError``
 that names the data set, the field and the fields found, so fixing it is a one-line edit there.
+A data set published in several layouts lists the others (``layouts``): a field may be a path
+into a struct column (``reward_model.ground_truth``), and a question field holding a chat (a list
+of ``role`` / ``content`` messages, verl's format) gives its last user message.
 
 Offline (tests, mirrors, pre-downloaded files) pass ``data_files``: a file or list of files in
 the hub data set's own format (parquet, json/jsonl or csv; the same field names), or a local
@@ -52,8 +55,10 @@ class RealBenchmark:
     answer; ``id_field`` the row identifier (``None``: ``<name>-<row index>``). For multiple
     choice (``answer_type="choice"``), ``answer_field`` holds the correct option's text and
     ``distractor_fields`` the wrong options' texts. ``hub_data_files`` selects files inside the
-    hub repository where the data set has no named config for the subset. ``unsupported``, when
-    set, is the reason the benchmark cannot be loaded.
+    hub repository where the data set has no named config for the subset. ``layouts`` are
+    other ``(question_field, answer_field)`` pairs, tried in order when the fields of the first
+    are missing. ``context_field``, when a row has it non-empty, is put before the question.
+    ``unsupported``, when set, is the reason the benchmark cannot be loaded.
     """
 
     name: str
@@ -68,14 +73,21 @@ class RealBenchmark:
     hub_data_files: str | None = None
     answer_type: str = "math"
     distractor_fields: tuple[str, ...] = ()
+    layouts: tuple[tuple[str, str], ...] = ()
+    context_field: str | None = None
     unsupported: str | None = None
     notes: str = ""
 
     @property
     def required_fields(self) -> tuple[str, ...]:
-        """The hub fields the mapping reads."""
-        fields = (self.question_field, self.answer_field, *self.distractor_fields)
-        return fields + ((self.id_field,) if self.id_field else ())
+        """The hub fields the first layout reads."""
+        return self.layout_fields(self.question_field, self.answer_field)
+
+    def layout_fields(self, question_field: str, answer_field: str) -> tuple[str, ...]:
+        """The top-level hub fields that a layout (question and answer field) reads."""
+        fields = (question_field, answer_field, *self.distractor_fields)
+        fields += (self.id_field,) if self.id_field else ()
+        return tuple(f.split(".")[0] for f in fields)
 
 
 REAL_BENCHMARKS: dict[str, RealBenchmark] = {
@@ -109,8 +121,8 @@ REAL_BENCHMARKS: dict[str, RealBenchmark] = {
         split="test",  # 40 problems, file test-00000-of-00001.parquet
         question_field="question",
         answer_field="answer",  # may be stored as a number (e.g. 27.0): written as "27"
-        id_field=None,  # not confirmed that an id field exists: row index used
-        notes="fields question, answer (confirmed from usage), url; id field not confirmed",
+        id_field="id",
+        notes="fields id, question, answer, url",
     ),
     "math500": RealBenchmark(
         name="math500",
@@ -144,7 +156,8 @@ REAL_BENCHMARKS: dict[str, RealBenchmark] = {
         question_field="question",
         answer_field="final_answer",  # a list of strings: joined with ", "
         id_field="id",
-        notes="fields id, question, solution, final_answer (list), unit, answer_type, ...",
+        context_field="context",  # set on some problems: the setting the question refers to
+        notes="fields id, question, context, solution, final_answer (list), unit, ...",
     ),
     "gpqa-diamond": RealBenchmark(
         name="gpqa-diamond",
@@ -183,10 +196,13 @@ REAL_BENCHMARKS: dict[str, RealBenchmark] = {
         hub_id="hkust-nlp/SimpleRL-Zoo-Data",
         hub_data_files="simplelr_qwen_level3to5/train.parquet",  # folder confirmed, file assumed
         split="train",
-        question_field="question",  # not confirmed: fix here if the hub field differs
-        answer_field="gt_answer",  # not confirmed: fix here if the hub field differs
+        # SimpleRL-Zoo's own layout; verl's (a chat prompt, the answer in reward_model) too
+        question_field="question",
+        answer_field="gt_answer",
+        layouts=(("prompt", "reward_model.ground_truth"),),
         id_field=None,
-        notes="the 8K MATH level 3-5 problems SimpleRL-Zoo and PSN-GRPO train on",
+        notes="the 8K MATH level 3-5 problems SimpleRL-Zoo and PSN-GRPO train on; fields not "
+        "confirmed on the hub: question / gt_answer, or verl's prompt / reward_model",
     ),
 }
 
@@ -239,6 +255,25 @@ def _load_raw(spec: RealBenchmark, data_files: str | Path | Sequence[str | Path]
     return load_dataset(_local_builder(files), data_files={spec.split: files}, split=spec.split)
 
 
+def _field(row: dict, path: str) -> object:
+    """``row[path]``, where ``a.b`` reads key ``b`` of the struct in column ``a``."""
+    value = row
+    for key in path.split("."):
+        value = value[key]
+    return value
+
+
+def _question_text(value: object) -> str:
+    """A question field's text; a chat (list of role / content messages) gives its last user
+    message."""
+    if isinstance(value, list | tuple):
+        users = [m["content"] for m in value if isinstance(m, dict) and m.get("role") == "user"]
+        if not users:
+            raise ValueError(f"a chat question without a user message: {value!r:.200}")
+        return str(users[-1])
+    return str(value)
+
+
 def _answer_text(value: object) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_answer_text(v) for v in value)
@@ -252,11 +287,31 @@ def _choice_prompt(question: str, options: list[str]) -> str:
     return f"{question.strip()}\n\n" + "\n".join(lines) + f"\n\n{CHOICE_INSTRUCTION}"
 
 
-def _normalise_row(spec: RealBenchmark, row: dict, index: int, seed: int) -> dict:
+def _layout(spec: RealBenchmark, found: list[str]) -> tuple[str, str]:
+    """The first layout (question field, answer field) whose fields the data set has."""
+    layouts = ((spec.question_field, spec.answer_field), *spec.layouts)
+    for layout in layouts:
+        if all(field in found for field in spec.layout_fields(*layout)):
+            return layout
+    missing = [f for f in spec.required_fields if f not in found]
+    others = f" (or any layout of {list(spec.layouts)})" if spec.layouts else ""
+    raise ValueError(
+        f"{spec.title} ({spec.hub_id}): field {missing[0]!r}{others} not found; fields found: "
+        f"{found}. Update the field mapping of {spec.name!r} in psnlib/tasks/real.py."
+    )
+
+
+def _normalise_row(
+    spec: RealBenchmark, layout: tuple[str, str], row: dict, index: int, seed: int
+) -> dict:
     row_id = str(row[spec.id_field]) if spec.id_field else f"{spec.name}-{index}"
-    question = str(row[spec.question_field])
+    question_field, answer_field = layout
+    question = _question_text(_field(row, question_field))
+    context = row.get(spec.context_field) if spec.context_field else None
+    if context and str(context).strip():
+        question = f"{str(context).strip()}\n\n{question.strip()}"
     if spec.answer_type == "choice":
-        correct = str(row[spec.answer_field]).strip()
+        correct = str(_field(row, answer_field)).strip()
         options = [correct] + [str(row[f]).strip() for f in spec.distractor_fields]
         # One generator per question, seeded by (seed, id): the order does not depend on which
         # other rows are loaded or in what order.
@@ -268,9 +323,10 @@ def _normalise_row(spec: RealBenchmark, row: dict, index: int, seed: int) -> dic
             "id": row_id,
             "answer_type": "choice",
         }
+    asks = "\\boxed" in question  # a verl prompt already asks for the boxed answer
     return {
-        "prompt": f"{question.strip()}\n\n{BOXED_INSTRUCTION}",
-        "answer": _answer_text(row[spec.answer_field]),
+        "prompt": question.strip() if asks else f"{question.strip()}\n\n{BOXED_INSTRUCTION}",
+        "answer": _answer_text(_field(row, answer_field)),
         "id": row_id,
         "answer_type": "math",
     }
@@ -296,18 +352,12 @@ def load_real_benchmark(
     if n is not None and n < 0:
         raise ValueError(f"n must be >= 0 or None, got {n}")
     raw = _load_raw(spec, data_files)
-    found = list(raw.column_names)
-    for field in spec.required_fields:
-        if field not in found:
-            raise ValueError(
-                f"{spec.title} ({spec.hub_id}): field {field!r} not found; fields found: "
-                f"{found}. Update the field mapping of {spec.name!r} in psnlib/tasks/real.py."
-            )
+    layout = _layout(spec, list(raw.column_names))
     indices = list(range(len(raw)))
     if n:
         if n > len(raw):
             raise ValueError(f"{spec.title}: n={n} but the data set has {len(raw)} rows")
         indices = sorted(random.Random(seed).sample(indices, n))
         raw = raw.select(indices)
-    rows = [_normalise_row(spec, row, i, seed) for i, row in zip(indices, raw, strict=True)]
+    rows = [_normalise_row(spec, layout, row, i, seed) for i, row in zip(indices, raw, strict=True)]
     return Dataset.from_dict({col: [r[col] for r in rows] for col in OUT_COLUMNS})
