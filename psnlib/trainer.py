@@ -26,16 +26,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOTrainer
 
 from psnlib.advantages import passk_advantages
 from psnlib.decoder import check_decodable
+from psnlib.io import atomic_write_json
 from psnlib.noise import (
     CLEAN,
     noise_indices,
@@ -54,7 +57,8 @@ from psnlib.weak_prefix import choose_prefixed
 
 __all__ = ["PSNGRPOConfig", "PSNGRPOTrainer"]
 
-SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory
+SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
+STAGING = ".staging"  # beside the checkpoints: where one is written before it is renamed
 
 
 class PSNGRPOTrainer(GRPOTrainer):
@@ -92,6 +96,8 @@ class PSNGRPOTrainer(GRPOTrainer):
     With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling
     and continuous batching are not supported.
     """
+
+    _staging = False  # while a checkpoint is written: _get_output_dir points at STAGING
 
     def __init__(
         self,
@@ -200,7 +206,7 @@ class PSNGRPOTrainer(GRPOTrainer):
         for key in keys:
             counts[where[key]] += 1
         noise_of = torch.tensor([k for _, k in distinct], device=model.device)
-        seed = noise_seed(self.args.seed, self.state.global_step, self._step, "rollouts")
+        seed = self._rollout_seed()
         samples = sample_rows(
             model,
             [list(ids) for ids, _ in distinct],
@@ -225,6 +231,15 @@ class PSNGRPOTrainer(GRPOTrainer):
             completion_ids.append(samples.tokens[r, :length].tolist())
             logps.append(samples.logprobs[r, :length].tolist())
         return completion_ids, logps
+
+    def _rollout_seed(self) -> int:
+        """The sampling seed of this generation, from state a resumed run restores: the global
+        step and the micro-step within it. TRL's ``self._step`` counts micro-steps since
+        ``train()`` began, so it restarts at 0 on resume; uninterrupted, the index below equals
+        it (gradient accumulation constant), so runs keep their rollouts."""
+        micro = self._step % self.current_gradient_accumulation_steps  # generation happens first
+        index = self.state.global_step * self.args.gradient_accumulation_steps + micro
+        return noise_seed(self.args.seed, self.state.global_step, index, "rollouts")
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
         """The first ``div_fraction`` of the distinct prompts, each twice, if ``d_sem`` is read."""
@@ -273,13 +288,37 @@ class PSNGRPOTrainer(GRPOTrainer):
             self._metrics["train"][f"psn/{name}"].append(value)
         self._signals.clear()
 
+    def _get_output_dir(self, trial: Any) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING) if self._staging else run_dir
+
     def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+        """Write the checkpoint aside (``<output_dir>/.staging/checkpoint-N``, with the sigma
+        scheduler's state), rename it into place, then keep the newest ``save_total_limit``: a
+        kill at any moment leaves every ``checkpoint-N`` complete and the newest one usable."""
+        run_dir = super()._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging, final = os.path.join(run_dir, STAGING), os.path.join(run_dir, name)
         if self.args.should_save:
-            checkpoint = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            path = os.path.join(self._get_output_dir(trial=trial), checkpoint, SCHEDULER_STATE)
-            with open(path, "w") as f:
-                json.dump(self.scheduler.state_dict(), f)
+            shutil.rmtree(staging, ignore_errors=True)  # what a killed save left
+        self.accelerator.wait_for_everyone()
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)  # every process writes its part
+        finally:
+            self._staging = False
+        if self.args.should_save:
+            atomic_write_json(Path(staging, name, SCHEDULER_STATE), self.scheduler.state_dict())
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            if os.path.exists(final):  # a step saved again after resuming from an older one
+                shutil.rmtree(final)
+            os.replace(os.path.join(staging, name), final)
+            shutil.rmtree(staging)
+            rotate_checkpoints(
+                run_dir, self.args.save_total_limit, self.state.best_model_checkpoint
+            )
+        self.accelerator.wait_for_everyone()
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
