@@ -237,8 +237,9 @@ class PSNGRPOTrainer(GRPOTrainer):
         step and the micro-step within it. TRL's ``self._step`` counts micro-steps since
         ``train()`` began, so it restarts at 0 on resume; uninterrupted, the index below equals
         it (gradient accumulation constant), so runs keep their rollouts."""
-        micro = self._step % self.current_gradient_accumulation_steps  # generation happens first
-        index = self.state.global_step * self.args.gradient_accumulation_steps + micro
+        accumulation = self.args.gradient_accumulation_steps
+        micro = self._step % accumulation  # this step's micro-batches before the generation
+        index = self.state.global_step * accumulation + micro
         return noise_seed(self.args.seed, self.state.global_step, index, "rollouts")
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
