@@ -29,6 +29,18 @@ class PolicySpec:
     seed: int = 0
 
 
+# Profile fields that count something: each an integer >= 1.
+COUNTS = (
+    "rl_steps",
+    "rl_prompts_per_step",
+    "num_generations",
+    "max_completion_length",
+    "passk_k",
+    "eval_samples",
+    "example_responses",
+)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Every size knob of the replication, for one scale."""
@@ -74,6 +86,18 @@ class Profile:
     relative_sigmas: tuple[float, ...] = (0.1,)  # sigmas as a share of each weight's RMS (06)
     other_policies: tuple[PolicySpec, ...] = ()  # further base policies, "across models" (03)
     example_responses: int = 6  # responses per policy shown side by side (11)
+
+    def __post_init__(self) -> None:
+        counts = {name: getattr(self, name) for name in COUNTS}
+        counts |= {name: getattr(self, name) for name in ("rl_train_problems", "eval_problems")}
+        for name, value in counts.items():
+            least = 1 if name in COUNTS else 0  # 0 problems: all of a real data set
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(
+                    f"profile {self.name!r}: {name} must be an integer >= {least}, got {value!r}"
+                )
+        if not self.ks or any(not isinstance(k, int) or k < 1 for k in self.ks):
+            raise ValueError(f"profile {self.name!r}: ks must be integers >= 1, got {self.ks}")
 
     def with_overrides(self, **changes) -> Profile:
         """A copy with some fields changed (for sweeps), validated like the original."""

@@ -21,7 +21,7 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from psnlib.io import data_dir
+from psnlib.io import data_dir, load_cached
 from psnlib.models import load_policy, save_policy
 from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
@@ -79,6 +79,10 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
         "bf16": False,
     }
     settings = {**settings, **ARMS[arm], **overrides}
+    if not isinstance(settings["max_steps"], int) or settings["max_steps"] < 1:
+        raise ValueError(
+            f"max_steps of a run must be an integer >= 1, got {settings['max_steps']!r}"
+        )
     if settings.get("prefix_prob", 0.0) > 0:
         settings = {**PREFIX_SETTINGS, **settings}
         for name, allowed in (
@@ -192,6 +196,13 @@ def fit(
     return trainer, [row for row in trainer.state.log_history if "reward" in row]
 
 
+def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
+    """A finished run's policy and log."""
+    log = pd.DataFrame(policy_meta(path)["log"])
+    model, tokenizer = load_policy(path, dtype=torch.float32)
+    return model.eval(), tokenizer, log
+
+
 def train_policy(
     profile: str | Profile = "cpu",
     arm: str = "grpo",
@@ -211,9 +222,9 @@ def train_policy(
     path = run_dir(profile, arm, seed, overrides, reward.__qualname__)
     work = path.with_name(path.name + ".work")
     config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
-    if path.exists():
-        model, tokenizer = load_policy(path, dtype=torch.float32)
-        return model.eval(), tokenizer, pd.DataFrame(policy_meta(path)["log"])
+    loaded = load_cached(path, _load_run, "cached run") if path.exists() else None
+    if loaded is not None:
+        return loaded
     model, tokenizer, _ = base_policy(profile)
     dataset = train_set(profile, arm, seed, **overrides)
     trainer, log = fit(config, model, tokenizer, dataset, reward)

@@ -125,6 +125,10 @@ class PSNGRPOTrainer(GRPOTrainer):
         if per_row and not args.use_vllm:  # vLLM is sent whole noisy weights instead
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
         columns = getattr(self.train_dataset, "column_names", None)
+        if columns is not None and "prompt" not in columns:
+            raise ValueError(
+                f"train_dataset needs a 'prompt' column (what rollouts continue); it has {columns}"
+            )
         if args.prefix_prob > 0 and columns is not None and "weak_prefix" not in columns:
             raise ValueError(
                 f"prefix_prob={args.prefix_prob} needs a 'weak_prefix' column in train_dataset, "
