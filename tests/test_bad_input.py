@@ -10,8 +10,8 @@ import pytest
 import torch
 from datasets import Dataset
 
-from psnlib import evaluate, reproduce
-from psnlib.cli import RUN_FILE, main
+from psnlib import cli, evaluate, reproduce
+from psnlib.cli import main
 from psnlib.evaluate import evaluate_policy
 from psnlib.models import META_FILE, build_tokenizer, tiny_policy
 from psnlib.pretrain import base_policy
@@ -48,8 +48,6 @@ def test_cli_refuses_a_run_directory_with_other_settings_and_never_trains_past_m
     out = tmp_path / "run"
     run = ["train", "--profile", "smoke", "--arm", "psn", "--output_dir", str(out)]
     main(run)
-    recorded = json.loads((out / RUN_FILE).read_text())
-    assert recorded["settings"]["sigma"] == 0.003 and recorded["arm"] == "psn"
     steps = get_profile("smoke").rl_steps
     meta = json.loads((out / "policy" / META_FILE).read_text())
     assert [row["step"] for row in meta["log"]] == list(range(1, steps + 1))
@@ -57,6 +55,8 @@ def test_cli_refuses_a_run_directory_with_other_settings_and_never_trains_past_m
     # Other settings into the same directory: refused, naming each difference, before work.
     other = [*run, "--sigma", "0.05", "--learning_rate", "0.01"]
     fails(other, r"other settings \(learning_rate .* -> 0\.01; sigma 0\.003 -> 0\.05\)", capsys)
+    recorded = json.loads((out / cli.RUN_FILE).read_text())
+    assert recorded["settings"]["sigma"] == 0.003 and recorded["arm"] == "psn"
     # The same settings again: the finished run, not one step more.
     main(run)
     again = json.loads((out / "policy" / META_FILE).read_text())
@@ -66,7 +66,7 @@ def test_cli_refuses_a_run_directory_with_other_settings_and_never_trains_past_m
     main([*other, "--overwrite_output_dir", "true"])
     fresh = json.loads((out / "policy" / META_FILE).read_text())
     assert fresh["settings"]["sigma"] == 0.05 and fresh["log"][0]["psn/sigma"] == 0.05
-    assert json.loads((out / RUN_FILE).read_text())["settings"]["learning_rate"] == 0.01
+    assert json.loads((out / cli.RUN_FILE).read_text())["settings"]["learning_rate"] == 0.01
 
 
 def test_cli_refuses_an_unrecorded_run_directory(tmp_path, capsys):
@@ -102,8 +102,6 @@ def test_a_checkpoint_at_max_steps_is_loaded_not_trained_on(data, monkeypatch):
     ],
 )
 def test_bad_train_arguments_fail_in_one_line_before_work(argv, message, capsys, monkeypatch):
-    from psnlib import cli
-
     monkeypatch.setattr(cli, "base_policy", lambda *a: pytest.fail("did work"))
     fails(["train", "--profile", "smoke", *argv], message, capsys)
 
@@ -141,7 +139,6 @@ def small_config(tmp_path, **overrides) -> PSNGRPOConfig:
 
 def test_trl_default_precision_trains_on_a_cpu(tmp_path):
     args = small_config(tmp_path)
-    assert args.bf16 is False  # TRL's default, bf16=True, is meant for GPUs
     tokenizer = build_tokenizer()
     trainer = PSNGRPOTrainer(
         model=tiny_policy(size="smoke", tokenizer=tokenizer, seed=0),
@@ -152,6 +149,7 @@ def test_trl_default_precision_trains_on_a_cpu(tmp_path):
     )
     trainer.train()  # TRL's bf16 on a CPU crashed in the rollout sampler
     assert trainer.state.global_step == 1
+    assert args.bf16 is False  # TRL's default, bf16=True, is meant for GPUs
 
 
 def test_bf16_asked_for_on_a_cpu_is_refused_at_config_time(tmp_path):
