@@ -41,7 +41,8 @@ from psnlib.models import META_FILE, load_policy
 from psnlib.pretrain import base_policy, spec_hash
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import ARMS, fit, rl_config, rl_settings, train_set
-from psnlib.tasks import BENCHMARKS, COUNTDOWN, check_dataset, dataset_names, task_reward
+from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names, task_reward
+from psnlib.tasks.datasets import TESTBED
 from psnlib.trainer import PSNGRPOConfig
 
 COMMANDS = ("train", "eval")
@@ -281,7 +282,7 @@ def train(run: Run) -> Path:
 
 
 def _check_benchmarks(profile: Profile, names: list[str] | None) -> tuple[str, ...]:
-    allowed = [*BENCHMARKS, *(name for name in dataset_names() if name != COUNTDOWN)]
+    allowed = [*BENCHMARKS, *(name for name in dataset_names() if name not in TESTBED)]
     names = tuple(names or profile.benchmarks)
     unknown = [name for name in names if name not in allowed]
     if unknown:

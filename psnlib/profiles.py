@@ -129,10 +129,15 @@ _SMOKE = Profile(
         sft_style="linear",
         seed=1,
     ),
-    rl_steps=2,
+    # The tiny smoke policy solves no Countdown problem, so the exact reward would be 0 and RL a
+    # no-op: smoke runs train on the testbed's problems with partial credit (the share of the
+    # problem's numbers a chain writes), which 4 steps at this rate raise measurably.
+    rl_steps=4,
     rl_prompts_per_step=4,
     num_generations=4,
     max_completion_length=32,
+    learning_rate=3e-3,
+    rl_dataset="countdown-dense",
     rl_train_problems=64,
     passk_k=2,
     gradient_checkpointing=False,

@@ -18,9 +18,11 @@ from psnlib.pretrain import base_policy
 from psnlib.profiles import get_profile
 from psnlib.runs import rl_config, run_dir, train_policy
 from psnlib.store import ResultStore
+from psnlib.tasks import task_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+SMOKE_REWARD = task_reward(get_profile("smoke").rl_dataset).__qualname__
 
 
 @pytest.fixture
@@ -202,7 +204,7 @@ def test_a_damaged_result_part_is_named_and_recomputed(tmp_path):
 @pytest.mark.parametrize("damaged", [META_FILE, "model.safetensors"])
 def test_a_damaged_cached_run_is_named_and_retrained(data, damaged):
     model, _, log = train_policy("smoke", "grpo", 0)
-    path = run_dir("smoke", "grpo", 0, {}, "countdown_reward")
+    path = run_dir("smoke", "grpo", 0, {}, SMOKE_REWARD)
     truncate(path / damaged)
     with pytest.warns(UserWarning, match=rf"damaged cached run {re.escape(str(path))}"):
         again, _, log2 = train_policy("smoke", "grpo", 0)

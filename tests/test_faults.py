@@ -24,8 +24,10 @@ from psnlib.models import META_FILE
 from psnlib.pretrain import base_policy
 from psnlib.profiles import get_profile
 from psnlib.runs import run_dir, train_policy
+from psnlib.tasks import task_reward
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+SMOKE_REWARD = task_reward(get_profile("smoke").rl_dataset).__qualname__
 
 TIMES = ("time", "per_second", "runtime")
 KILLER = """
@@ -120,7 +122,7 @@ def kill_and_resume(tmp_path, monkeypatch, kills: list[tuple[str, str, int]]) ->
     reference = {
         entry: outputs(entry, tmp_path / f"ref-{entry}") for entry in {e for e, *_ in kills}
     }
-    cached = run_dir("smoke", "psn", 0, {}, "countdown_reward")
+    cached = run_dir("smoke", "psn", 0, {}, SMOKE_REWARD)
     env = {**os.environ, "PSNLIB_DATA": str(data), "OMP_NUM_THREADS": "1"}
     for i, (entry, point, step) in enumerate(kills):
         shutil.rmtree(cached, ignore_errors=True)  # the finished run of the previous round
