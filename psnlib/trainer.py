@@ -93,6 +93,10 @@ class PSNGRPOTrainer(GRPOTrainer):
       vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
       only logs the KL proxy and TIS diagnostics.
 
+    - ``_save_checkpoint`` writes each checkpoint aside (``STAGING``) and renames it into place,
+      so a kill never leaves a half-written ``checkpoint-N``; rollout seeds come from restored
+      state (``_rollout_seed``), so a resumed run is the uninterrupted one.
+
     With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling
     and continuous batching are not supported.
     """
@@ -320,6 +324,9 @@ class PSNGRPOTrainer(GRPOTrainer):
                 shutil.rmtree(final)
             os.replace(os.path.join(staging, name), final)
             shutil.rmtree(staging)
+            best = self.state.best_model_checkpoint  # named inside STAGING by the save
+            if best is not None and best.startswith(staging):
+                self.state.best_model_checkpoint = run_dir + best[len(staging) :]
             rotate_checkpoints(
                 run_dir, self.args.save_total_limit, self.state.best_model_checkpoint
             )
