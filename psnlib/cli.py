@@ -296,8 +296,11 @@ def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]
     script = EvalArguments(**vars(parser.parse_args(_read_config_file(parser, args))))
     profile = get_profile(script.profile)
     benchmarks = _check_benchmarks(profile, script.benchmarks)
-    if not Path(script.model).is_dir():
-        raise ValueError(f"--model {script.model!r}: no such policy directory")
+    if not Path(script.model, "config.json").is_file():
+        raise ValueError(
+            f"--model {script.model!r}: no such policy directory (one with config.json and "
+            "*.safetensors)"
+        )
     return script, profile, benchmarks
 
 

@@ -113,6 +113,9 @@ def test_malformed_config_file_fails_in_one_line(tmp_path, capsys):
     config.write_text("arm: psn\nsigma: [0.1\n")
     fails(["train", "--config", str(config)], rf"--config {config}: not valid YAML at line", capsys)
     fails(["eval", "--model", ".", "--seedd", "1"], r"--seedd 1 \(did you mean --seed\?\)", capsys)
+    fails(
+        ["eval", "--model", "/"], r"--model '/': no such policy directory \(one with config", capsys
+    )
 
 
 def test_negative_counts_are_refused_in_profiles_and_runs(data):
