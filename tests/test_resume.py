@@ -4,13 +4,17 @@ and renamed, so the last complete one always loads."""
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from datasets import Dataset
 
+from psnlib import runs
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.pretrain import base_policy
+from psnlib.runs import train_policy
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
@@ -104,3 +108,26 @@ def test_a_resumed_run_is_the_uninterrupted_run(tmp_path, setup):
         (tmp_path / "whole" / "checkpoint-3" / "sigma_scheduler.json").read_text()
     )
     assert scheduler["sigma"] == pytest.approx(whole.sigma)
+
+
+@pytest.mark.parametrize("arm", ["psn_kl", "psn_div"])
+def test_an_interrupted_train_policy_run_is_the_uninterrupted_run(tmp_path, monkeypatch, arm):
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "whole"))
+    base_policy("smoke")  # built first: both runs load it from the cache
+    whole, _, expected = train_policy("smoke", arm, 0)
+    shutil.copytree(tmp_path / "whole" / "cache" / "policies", tmp_path / "cut/cache/policies")
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "cut"))
+    real_step = runs.PSNGRPOTrainer.training_step
+
+    def interrupted(self, *args, **kwargs):  # in step 2, after checkpoint-1
+        if self.state.global_step == 1:
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(runs.PSNGRPOTrainer, "training_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_policy("smoke", arm, 0)
+    monkeypatch.setattr(runs.PSNGRPOTrainer, "training_step", real_step)
+    resumed, _, log = train_policy("smoke", arm, 0)
+    assert_same_log(steps(log.to_dict(orient="records")), steps(expected.to_dict(orient="records")))
+    assert max_difference(resumed, whole) == 0.0
