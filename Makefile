@@ -4,15 +4,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= cpu
 
-.PHONY: reproduce test test-slow lint format bench clean-cache
+.PHONY: reproduce test test-slow lint format bench clean-cache lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install when the package metadata changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e ".[dev]"
+# Re-install when the package metadata or the lock changes; every version comes from the lock.
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -c constraints.txt -e ".[dev]"
 	touch $@
+
+## make lock: rewrite constraints.txt from the venv (after a dependency change; torch without +cpu)
+lock: $(VENV)/.installed
+	{ echo "# pip constraints: the versions every install uses (make, .ci/run, environment.yml)."; \
+	  echo "# Regenerate with: make lock"; \
+	  $(BIN)/pip freeze --exclude-editable | grep -v '^psnlib' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; \
+	} > constraints.txt
 
 ## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/
 reproduce: $(VENV)/.installed

@@ -38,6 +38,20 @@ from psnlib.tasks.countdown import Problem, verify
 EVAL_VERSION = 1  # bump when a change here changes stored results
 
 
+def check_ks(n: int, ks: tuple[int, ...]) -> None:
+    """pass@k is estimated from ``n`` samples per problem: every k must be in 1..n."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not ks or any(k < 1 for k in ks):
+        raise ValueError(f"ks must be integers >= 1, got {tuple(ks)}")
+    above = [k for k in ks if k > n]
+    if above:
+        raise ValueError(
+            f"ks {above} exceed n={n} samples per problem (pass@k needs k <= n); raise n or drop "
+            "them"
+        )
+
+
 def _problem_row(problem: Problem, texts: list[str], seed: int) -> dict[str, Any]:
     verdicts = [verify(problem, t) for t in texts]
     scores = [step_score(problem, t, v) for t, v in zip(texts, verdicts, strict=True)]
@@ -89,6 +103,7 @@ def evaluate_policy(
     """
     if len(dataset) == 0:
         raise ValueError("evaluate_policy needs at least one problem, got an empty dataset")
+    check_ks(n, ks)
     if informativeness_samples < 0:
         raise ValueError(f"informativeness_samples must be >= 0, got {informativeness_samples}")
     prompts = list(dataset["prompt"])
@@ -140,7 +155,7 @@ def _with_curve(
     if samples.entropies is not None:
         table["entropy"] = mean_token_entropy(samples.entropies, samples.lengths)
     table["length"] = samples.lengths.double().mean(-1).numpy()
-    curve = bootstrap_ci(n, table["correct"].to_numpy(), [k for k in ks if k <= n], seed=seed)
+    curve = bootstrap_ci(n, table["correct"].to_numpy(), list(ks), seed=seed)
     return table, curve
 
 
@@ -167,6 +182,7 @@ def evaluate_answers(
     """
     if len(dataset) == 0:
         raise ValueError("evaluate_answers needs at least one problem, got an empty dataset")
+    check_ks(n, ks)
     sampling = dict(temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size)
     sampler = model if engine is None else engine
     samples, texts = _draw(

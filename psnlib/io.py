@@ -6,10 +6,16 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from safetensors import SafetensorError
+
+T = TypeVar("T")
+DAMAGED = (OSError, ValueError, RuntimeError, KeyError, SafetensorError)  # what a bad file raises
 
 _REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -25,6 +31,35 @@ def data_dir() -> Path:
     if (_REPO_DATA.parent / "pyproject.toml").exists():
         return _REPO_DATA
     return Path.home() / ".cache" / "psnlib"
+
+
+def read_json(path: str | os.PathLike, what: str = "cache entry") -> Any | None:
+    """The JSON in ``path``; None if the file is missing, or damaged (truncated by a kill, say),
+    with a warning that names the file: a damaged cache entry is recomputed, never fatal."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        warnings.warn(f"ignoring the damaged {what} {path}: {err}", stacklevel=2)
+        return None
+
+
+def load_cached(path: str | os.PathLike, load: Callable[[Path], T], what: str) -> T | None:
+    """``load(path)`` of a cache entry (a directory), or None if it cannot be loaded: a damaged
+    entry (a truncated weights or JSON file) is removed, with a warning naming it, so that the
+    caller recomputes it."""
+    path = Path(path)
+    try:
+        return load(path)
+    except DAMAGED as err:
+        warnings.warn(
+            f"removing the damaged {what} {path} ({type(err).__name__}: {err}); recomputing it",
+            stacklevel=2,
+        )
+        shutil.rmtree(path, ignore_errors=True)
+        return None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

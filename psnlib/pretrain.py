@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import data_dir
+from psnlib.io import data_dir, load_cached
 from psnlib.models import META_FILE, build_tokenizer, load_policy, save_policy, tiny_policy
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.tasks import sft_corpus
@@ -128,9 +128,11 @@ def build_policy(
             f"a tiny policy needs sft_steps, sft_batch_size and sft_examples > 0, got {spec}"
         )
     path = policy_dir(spec, root)
+    loaded = None
     if path.exists() and not force:
-        model, tokenizer = load_policy(path, dtype=torch.float32)
-        return model.eval(), tokenizer, path
+        loaded = load_cached(path, lambda p: load_policy(p, dtype=torch.float32), "policy")
+    if loaded is not None:
+        return loaded[0].eval(), loaded[1], path
     tokenizer = build_tokenizer()
     model = tiny_policy(spec.family, spec.size, tokenizer, seed=spec.seed)  # validates names
     start = time.perf_counter()

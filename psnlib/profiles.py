@@ -30,6 +30,18 @@ class PolicySpec:
     seed: int = 0
 
 
+# Profile fields that count something: each an integer >= 1.
+COUNTS = (
+    "rl_steps",
+    "rl_prompts_per_step",
+    "num_generations",
+    "max_completion_length",
+    "passk_k",
+    "eval_samples",
+    "example_responses",
+)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Every size knob of the replication, for one scale."""
@@ -82,6 +94,18 @@ class Profile:
     rl_settings: tuple[tuple[str, Any], ...] = ()
     arm_settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
+    def __post_init__(self) -> None:
+        counts = {name: getattr(self, name) for name in COUNTS}
+        counts |= {name: getattr(self, name) for name in ("rl_train_problems", "eval_problems")}
+        for name, value in counts.items():
+            least = 1 if name in COUNTS else 0  # 0 problems: all of a real data set
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(
+                    f"profile {self.name!r}: {name} must be an integer >= {least}, got {value!r}"
+                )
+        if not self.ks or any(not isinstance(k, int) or k < 1 for k in self.ks):
+            raise ValueError(f"profile {self.name!r}: ks must be integers >= 1, got {self.ks}")
+
     def with_overrides(self, **changes) -> Profile:
         """A copy with some fields changed (for sweeps), validated like the original."""
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
@@ -112,10 +136,15 @@ _SMOKE = Profile(
         sft_style="linear",
         seed=1,
     ),
-    rl_steps=2,
+    # The tiny smoke policy solves no Countdown problem, so the exact reward would be 0 and RL a
+    # no-op: smoke runs train on the testbed's problems with partial credit (the share of the
+    # problem's numbers a chain writes), which 4 steps at this rate raise measurably.
+    rl_steps=4,
     rl_prompts_per_step=4,
     num_generations=4,
     max_completion_length=32,
+    learning_rate=3e-3,
+    rl_dataset="countdown-dense",
     rl_train_problems=64,
     passk_k=2,
     gradient_checkpointing=False,

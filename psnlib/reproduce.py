@@ -19,12 +19,14 @@ stage and notebook are printed and appended to ``figures/<profile>/reproduce_tim
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from importlib.metadata import version
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ import torch
 
 from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
-from psnlib.io import atomic_write_json
+from psnlib.io import atomic_write_json, read_json
 from psnlib.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.profiles import PROFILES, PolicySpec, get_profile
 from psnlib.runs import rl_settings
@@ -43,6 +45,8 @@ from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
 from psnlib.weak_prefix import prefix_source, prefix_train_set
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
+VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 
 
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
@@ -192,9 +196,31 @@ def measured_compute(profile: str) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
 
 
+def package_versions() -> dict[str, str]:
+    """Python's version and those of the packages whose arithmetic the figures depend on."""
+    return {"python": platform.python_version(), **{name: version(name) for name in PACKAGES}}
+
+
+def record_versions(figures_dir: Path) -> None:
+    """Write ``versions.json`` beside a profile's figures; warn if the figures already there
+    were made with other versions (a notebook run now may then differ in its last digits)."""
+    path = figures_dir / VERSIONS_FILE
+    now, before = package_versions(), read_json(path, "versions record")
+    if isinstance(before, dict) and before != now:
+        changed = {k: f"{before.get(k)} -> {v}" for k, v in now.items() if before.get(k) != v}
+        warnings.warn(
+            f"{path}: figures there were made with other versions {changed}", stacklevel=2
+        )
+    atomic_write_json(path, now)
+
+
 def _record(path: Path, entry: dict) -> None:
     """Append one timing entry to the JSON list at ``path`` (atomically)."""
-    entries = json.loads(path.read_text()) if path.exists() else []
+    entries = read_json(path, "timing log")  # a damaged log is started afresh
+    if not isinstance(entries, list):
+        if entries is not None:
+            warnings.warn(f"ignoring the timing log {path}: not a JSON list", stacklevel=2)
+        entries = []
     atomic_write_json(path, [*entries, entry])
 
 
@@ -225,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     timing = figures_dir / "reproduce_timing.json"
     figures_dir.mkdir(parents=True, exist_ok=True)
+    record_versions(figures_dir)
     if args.workers and not args.only:
         start = time.perf_counter()
         prepare(profile, args.workers, timing)

@@ -18,15 +18,15 @@ from typing import Any
 import pandas as pd
 import torch
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.trainer_utils import get_last_checkpoint
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from psnlib.io import data_dir
+from psnlib.io import data_dir, load_cached
 from psnlib.models import load_policy, save_policy
 from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
 from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
-from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.trainer import SCHEDULER_STATE, PSNGRPOConfig, PSNGRPOTrainer
 from psnlib.weak_prefix import PREFIX_SOURCES, TRUNCATIONS, prefix_train_set
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
@@ -50,6 +50,7 @@ ARMS: dict[str, dict[str, Any]] = {
 # settings beside the PSNGRPOConfig ones, present when prefix_prob > 0.
 PREFIX_SETTINGS = {"prefix_truncation": "entropy", "prefix_source": "weak"}
 CACHE_VERSION = 2
+KEEP_CHECKPOINTS = 2  # save_total_limit of a run: the newest complete checkpoint is always kept
 
 
 def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
@@ -79,6 +80,10 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
     }
     recipe, arm_recipe = dict(profile.rl_settings), dict(dict(profile.arm_settings).get(arm, ()))
     settings = {**settings, **recipe, **ARMS[arm], **arm_recipe, **overrides}
+    if not isinstance(settings["max_steps"], int) or settings["max_steps"] < 1:
+        raise ValueError(
+            f"max_steps of a run must be an integer >= 1, got {settings['max_steps']!r}"
+        )
     if settings.get("prefix_prob", 0.0) > 0:
         settings = {**PREFIX_SETTINGS, **settings}
         for name, allowed in (
@@ -100,12 +105,15 @@ def rl_config(
     profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
 ) -> PSNGRPOConfig:
     """The ``PSNGRPOConfig`` of one run (``rl_settings`` but the prefix settings), writing to
-    ``output_dir``; the profile's speed-only settings (gradient checkpointing) are added here,
-    outside the run's cache key."""
+    ``output_dir``; the settings that change no result (gradient checkpointing, how many
+    checkpoints are kept) are added here, outside the run's cache key."""
     settings = rl_settings(profile, arm, seed, **overrides)
     for name in PREFIX_SETTINGS:
         settings.pop(name, None)
-    speed = {"gradient_checkpointing": get_profile(profile).gradient_checkpointing}
+    speed = {
+        "gradient_checkpointing": get_profile(profile).gradient_checkpointing,
+        "save_total_limit": KEEP_CHECKPOINTS,
+    }
     return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
 
 
@@ -149,6 +157,18 @@ def run_dir(
     return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
 
 
+def last_checkpoint(output_dir: str | Path) -> str | None:
+    """The newest complete checkpoint in ``output_dir``, or None. Complete: it holds the sigma
+    scheduler's state, written last. ``PSNGRPOTrainer`` renames a checkpoint into place once
+    written; one that an older psnlib left half-written when killed is skipped."""
+    done = [
+        p
+        for p in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+        if p.name.rsplit("-", 1)[1].isdigit() and (p / SCHEDULER_STATE).exists()
+    ]
+    return str(max(done, key=lambda p: int(p.name.rsplit("-", 1)[1]))) if done else None
+
+
 def fit(
     config: PSNGRPOConfig,
     model: PreTrainedModel,
@@ -156,9 +176,10 @@ def fit(
     dataset: Dataset,
     reward: Callable[..., list[float]],
 ) -> tuple[PSNGRPOTrainer, list[dict[str, Any]]]:
-    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the last checkpoint in
-    ``config.output_dir`` if there is one. Returns the trainer and the training log (one row per
-    step)."""
+    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the last complete checkpoint in
+    ``config.output_dir`` if there is one. A checkpoint at ``max_steps`` is loaded, not trained
+    on (``Trainer`` would take one more step). Returns the trainer and the training log (one
+    row per step)."""
     trainer = PSNGRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -166,10 +187,21 @@ def fit(
         train_dataset=dataset,
         processing_class=tokenizer,
     )
-    work = Path(config.output_dir)
-    resume = get_last_checkpoint(str(work)) if work.exists() else None
-    trainer.train(resume_from_checkpoint=resume)
+    resume = last_checkpoint(config.output_dir)
+    state = None if resume is None else TrainerState.load_from_json(f"{resume}/trainer_state.json")
+    if state is not None and state.global_step >= config.max_steps:
+        trainer._load_from_checkpoint(resume)
+        trainer.state = state
+    else:
+        trainer.train(resume_from_checkpoint=resume)
     return trainer, [row for row in trainer.state.log_history if "reward" in row]
+
+
+def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
+    """A finished run's policy and log."""
+    log = pd.DataFrame(policy_meta(path)["log"])
+    model, tokenizer = load_policy(path, dtype=torch.float32)
+    return model.eval(), tokenizer, log
 
 
 def train_policy(
@@ -191,9 +223,9 @@ def train_policy(
     path = run_dir(profile, arm, seed, overrides, reward.__qualname__)
     work = path.with_name(path.name + ".work")
     config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
-    if path.exists():
-        model, tokenizer = load_policy(path, dtype=torch.float32)
-        return model.eval(), tokenizer, pd.DataFrame(policy_meta(path)["log"])
+    loaded = load_cached(path, _load_run, "cached run") if path.exists() else None
+    if loaded is not None:
+        return loaded
     model, tokenizer, _ = base_policy(profile)
     dataset = train_set(profile, arm, seed, **overrides)
     trainer, log = fit(config, model, tokenizer, dataset, reward)

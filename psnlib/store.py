@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from psnlib.io import atomic_write_json, data_dir
+from psnlib.io import atomic_write_json, data_dir, read_json
 
 NAME = re.compile(r"[A-Za-z0-9][\w.+-]*")  # labels and part names: safe as file names
 
@@ -90,12 +91,19 @@ class ResultStore:
         return sorted(p.stem for p in self.path.glob("*.json") if p.name != "config.json")
 
     def load(self, part: str) -> dict[str, pd.DataFrame] | None:
-        """The tables of a finished part, or None if it is not finished."""
+        """The tables of a finished part, or None if it is not finished or damaged (a warning
+        names the file; ``cached`` then recomputes it)."""
         path = self.part_path(part)
-        if not path.exists():
+        stored = read_json(path, "result part")
+        try:
+            tables = stored["tables"]
+            return {
+                name: pd.DataFrame(t["data"], columns=t["columns"]) for name, t in tables.items()
+            }
+        except (TypeError, KeyError, ValueError) as err:
+            if stored is not None:  # valid JSON, but not a part
+                warnings.warn(f"ignoring the damaged result part {path}: {err!r}", stacklevel=2)
             return None
-        tables = json.loads(path.read_text())["tables"]
-        return {name: pd.DataFrame(t["data"], columns=t["columns"]) for name, t in tables.items()}
 
     def save(self, part: str, tables: dict[str, pd.DataFrame]) -> Path:
         """Write a finished part atomically (its index is dropped)."""

@@ -27,16 +27,19 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOTrainer
 
 from psnlib.advantages import passk_advantages
 from psnlib.decoder import LLAMA_LAYOUT, decodable
+from psnlib.io import atomic_write_json
 from psnlib.noise import (
     CLEAN,
     noise_indices,
@@ -55,7 +58,8 @@ from psnlib.weak_prefix import choose_prefixed
 
 __all__ = ["PSNGRPOConfig", "PSNGRPOTrainer"]
 
-SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory
+SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
+STAGING = ".staging"  # beside the checkpoints: where one is written before it is renamed
 logger = logging.getLogger(__name__)
 
 
@@ -93,9 +97,15 @@ class PSNGRPOTrainer(GRPOTrainer):
       vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
       only logs the KL proxy and TIS diagnostics.
 
+    - ``_save_checkpoint`` writes each checkpoint aside (``STAGING``) and renames it into place,
+      so a kill never leaves a half-written ``checkpoint-N``; rollout seeds come from restored
+      state (``_rollout_seed``), so a resumed run is the uninterrupted one.
+
     With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling
     and continuous batching are not supported.
     """
+
+    _staging = False  # while a checkpoint is written: _get_output_dir points at STAGING
 
     def __init__(
         self,
@@ -131,6 +141,10 @@ class PSNGRPOTrainer(GRPOTrainer):
         if per_row and not args.use_vllm:  # vLLM is sent whole noisy weights instead
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
         columns = getattr(self.train_dataset, "column_names", None)
+        if columns is not None and "prompt" not in columns:
+            raise ValueError(
+                f"train_dataset needs a 'prompt' column (what rollouts continue); it has {columns}"
+            )
         if args.prefix_prob > 0 and columns is not None and "weak_prefix" not in columns:
             raise ValueError(
                 f"prefix_prob={args.prefix_prob} needs a 'weak_prefix' column in train_dataset, "
@@ -212,7 +226,7 @@ class PSNGRPOTrainer(GRPOTrainer):
         for key in keys:
             counts[where[key]] += 1
         noise_of = torch.tensor([k for _, k in distinct], device=model.device)
-        seed = noise_seed(self.args.seed, self.state.global_step, self._step, "rollouts")
+        seed = self._rollout_seed()
         samples = sample_rows(
             model,
             [list(ids) for ids, _ in distinct],
@@ -237,6 +251,16 @@ class PSNGRPOTrainer(GRPOTrainer):
             completion_ids.append(samples.tokens[r, :length].tolist())
             logps.append(samples.logprobs[r, :length].tolist())
         return completion_ids, logps
+
+    def _rollout_seed(self) -> int:
+        """The sampling seed of this generation, from state a resumed run restores: the global
+        step and the micro-step within it. TRL's ``self._step`` counts micro-steps since
+        ``train()`` began, so it restarts at 0 on resume; uninterrupted, the index below equals
+        it (gradient accumulation constant), so runs keep their rollouts."""
+        accumulation = self.args.gradient_accumulation_steps
+        micro = self._step % accumulation  # this step's micro-batches before the generation
+        index = self.state.global_step * accumulation + micro
+        return noise_seed(self.args.seed, self.state.global_step, index, "rollouts")
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
         """The first ``div_fraction`` of the distinct prompts, each twice, if ``d_sem`` is read."""
@@ -285,13 +309,40 @@ class PSNGRPOTrainer(GRPOTrainer):
             self._metrics["train"][f"psn/{name}"].append(value)
         self._signals.clear()
 
+    def _get_output_dir(self, trial: Any) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING) if self._staging else run_dir
+
     def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+        """Write the checkpoint aside (``<output_dir>/.staging/checkpoint-N``, with the sigma
+        scheduler's state), rename it into place, then keep the newest ``save_total_limit``: a
+        kill at any moment leaves every ``checkpoint-N`` complete and the newest one usable."""
+        run_dir = super()._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging, final = os.path.join(run_dir, STAGING), os.path.join(run_dir, name)
         if self.args.should_save:
-            checkpoint = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            path = os.path.join(self._get_output_dir(trial=trial), checkpoint, SCHEDULER_STATE)
-            with open(path, "w") as f:
-                json.dump(self.scheduler.state_dict(), f)
+            shutil.rmtree(staging, ignore_errors=True)  # what a killed save left
+        self.accelerator.wait_for_everyone()
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)  # every process writes its part
+        finally:
+            self._staging = False
+        if self.args.should_save:
+            atomic_write_json(Path(staging, name, SCHEDULER_STATE), self.scheduler.state_dict())
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            if os.path.exists(final):  # a step saved again after resuming from an older one
+                shutil.rmtree(final)
+            os.replace(os.path.join(staging, name), final)
+            shutil.rmtree(staging)
+            best = self.state.best_model_checkpoint  # named inside STAGING by the save
+            if best is not None and best.startswith(staging):
+                self.state.best_model_checkpoint = run_dir + best[len(staging) :]
+            rotate_checkpoints(
+                run_dir, self.args.save_total_limit, self.state.best_model_checkpoint
+            )
+        self.accelerator.wait_for_everyone()
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)

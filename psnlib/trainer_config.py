@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from trl import GRPOConfig
 
 from psnlib.noise import NoiseConfig
@@ -22,6 +23,13 @@ from psnlib.schedulers import (
 from psnlib.tis import check_tis
 
 ADVANTAGE_MODES = ("grpo", "passk")
+COUNTS = (  # settings that count something and must be >= 1
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "max_completion_length",
+    "num_iterations",
+)
 ROLLOUT_ENGINES = ("psnlib", "generate")
 
 
@@ -150,6 +158,8 @@ class PSNGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
+        self.check_counts()
+        self.check_precision()
         super().__post_init__()
         self.noise_config()  # validates sigma, noise_scope and noise_targets
         self.sigma_schedule()  # validates sigma_scheduler and its settings
@@ -178,6 +188,36 @@ class PSNGRPOConfig(GRPOConfig):
             )
         if self.use_vllm:
             self.use_vllm_tis()
+
+    def check_counts(self) -> None:
+        """Step, batch and length counts are positive (``max_steps`` -1: train epochs)."""
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(
+                f"max_steps must be >= 1 (or -1 to train num_train_epochs), got {self.max_steps}"
+            )
+        for name in COUNTS:
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def check_precision(self) -> None:
+        """On a CPU, TRL's default ``bf16=True`` (meant for GPUs) becomes False, and an explicit
+        ``bf16=True`` is refused: psnlib's rollout sampler and TIS work in float32 there."""
+        on_cpu = self.use_cpu or not (
+            torch.cuda.is_available()
+            or torch.backends.mps.is_available()
+            or torch.xpu.is_available()
+        )
+        if not on_cpu:
+            return
+        if self.bf16 is None:  # not given: TRL would turn it on
+            self.bf16 = False
+        elif self.bf16:
+            raise ValueError(
+                "bf16=True (bf16 mixed precision) is not supported on a CPU: psnlib samples "
+                "rollouts and compares log-probs in float32 there; set bf16=False (the default "
+                "on a CPU when bf16 is not given)"
+            )
 
     def use_vllm_tis(self) -> None:
         """With vLLM the behaviour log-probs come from the vLLM engine (``psnlib.vllm_rollouts``),

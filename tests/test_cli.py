@@ -52,7 +52,10 @@ def test_train_resolves_profile_then_arm_then_command_line(tmp_path):
         (["train", "--profile", "laptop"], r"unknown profile 'laptop'; allowed: .*'smoke'"),
         (["train", "--arm", "ppo"], r"unknown arm 'ppo'; allowed: .*'psn'"),
         (["train", "--model", "./no/such/dir"], r"--model './no/such/dir': no such model dir"),
-        (["train", "--dataset", "gsm8k"], r"unknown dataset 'gsm8k'; allowed: countdown, aime24"),
+        (
+            ["train", "--dataset", "gsm8k"],
+            r"unknown dataset .gsm8k.; allowed: countdown, countdown-dense, aime",
+        ),
         (["train", "--noise_scope", "token"], r"unknown noise scope 'token'; allowed: step"),
         (["eval", "--model", "missing"], r"--model 'missing': no such policy directory"),
         (["eval", "--model", ".", "--benchmarks", "aime23"], r"\['aime23'\]; allowed: countdown"),

@@ -42,8 +42,8 @@ def test_real_profiles_name_only_loadable_real_data(name):
 
 
 def test_the_testbed_profiles_keep_the_countdown_training_set_and_run_keys():
-    for name in set(PROFILES) - {"gpu", "paper"}:
-        assert get_profile(name).rl_dataset == "countdown"
+    assert get_profile("cpu").rl_dataset == "countdown"
+    assert get_profile("smoke").rl_dataset == "countdown-dense"  # its problems, partial credit
     cpu = get_profile("cpu")
     math = cpu.with_overrides(rl_dataset="simplerl-math-l3to5")
     assert run_dir(math, "psn", 0, {}, "r") != run_dir(cpu, "psn", 0, {}, "r")

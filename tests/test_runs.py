@@ -24,7 +24,7 @@ def data(tmp_path, monkeypatch):
 
 def test_config_takes_profile_then_arm_then_overrides(tmp_path):
     grpo = rl_config("smoke", "grpo", 0, tmp_path)
-    assert (grpo.sigma, grpo.use_tis, grpo.max_steps) == (0.0, False, 2)
+    assert (grpo.sigma, grpo.use_tis, grpo.max_steps) == (0.0, False, 4)
     assert grpo.per_device_train_batch_size == 4 * 4  # prompts x G of the smoke profile
     psn = rl_config("smoke", "psn", 0, tmp_path, noise_scope="step")
     assert (psn.sigma, psn.use_tis, psn.noise_scope) == (0.003, True, "step")
@@ -53,7 +53,7 @@ def test_psn_run_learns_is_cached_and_logs_psn_metrics(data, monkeypatch):
         not torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters(), strict=True)
     ]
     assert any(changed)
-    assert list(log["step"]) == [1, 2]
+    assert list(log["step"]) == [1, 2, 3, 4]
     assert {"reward", "entropy", "psn/sigma", "psn/kl_proxy", "tis/mean"} <= set(log.columns)
     assert (log["psn/kl_proxy"].abs() > 0).all()
     # The finished run is loaded, not retrained, and the work directory is gone.
@@ -84,7 +84,7 @@ def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
         train_policy("smoke", "grpo", 0, reward=starts_with_digit_seven)
     _, _, log = train_policy("smoke", "grpo", 0, reward=starts_with_digit_seven)
     assert resumed_from[0] is None and resumed_from[1].endswith("checkpoint-1")
-    assert list(log["step"]) == [1, 2]
+    assert list(log["step"]) == [1, 2, 3, 4]
 
 
 def test_run_key_covers_the_arm_settings(monkeypatch):

@@ -15,15 +15,19 @@ from datasets import Dataset
 
 from psnlib.tasks.math_reward import math_reward
 from psnlib.tasks.real import REAL_BENCHMARKS, get_real_benchmark, load_real_benchmark
-from psnlib.tasks.reward import countdown_reward
+from psnlib.tasks.reward import countdown_dense_reward, countdown_reward
 from psnlib.tasks.splits import BENCHMARKS, rl_train_set
 
 COUNTDOWN = "countdown"
+# The testbed's problems judged with partial credit (countdown_dense_reward): the smoke profile's
+# training set, so that its tiny policy, which solves nothing, still learns in a few steps.
+COUNTDOWN_DENSE = "countdown-dense"
+TESTBED = (COUNTDOWN, COUNTDOWN_DENSE)
 
 
 def dataset_names() -> list[str]:
     """The training sets and benchmarks a run can use: the testbed, then the loadable real ones."""
-    return [COUNTDOWN, *(name for name, s in REAL_BENCHMARKS.items() if not s.unsupported)]
+    return [*TESTBED, *(name for name, s in REAL_BENCHMARKS.items() if not s.unsupported)]
 
 
 def check_dataset(name: str) -> str:
@@ -35,19 +39,20 @@ def check_dataset(name: str) -> str:
 
 def train_problems(name: str, n: int, seed: int = 0) -> Dataset:
     """``n`` training problems of ``name`` (a real data set: ``n`` drawn with ``seed``, 0 = all)."""
-    if check_dataset(name) == COUNTDOWN:
+    if check_dataset(name) in TESTBED:
         return rl_train_set(n, seed=seed)
     return load_real_benchmark(name, n, seed=seed)
 
 
 def task_reward(name: str) -> Callable[..., list[float]]:
     """The reward function (TRL's signature) that judges completions of ``name``."""
-    return countdown_reward if check_dataset(name) == COUNTDOWN else math_reward
+    rewards = {COUNTDOWN: countdown_reward, COUNTDOWN_DENSE: countdown_dense_reward}
+    return rewards.get(check_dataset(name), math_reward)
 
 
 def step_task(name: str) -> str:
     """How ``psnlib.weak_prefix.split_steps`` splits solutions of ``name`` into steps."""
-    return "countdown" if check_dataset(name) == COUNTDOWN else "math"
+    return "countdown" if check_dataset(name) in TESTBED else "math"
 
 
 def benchmark_kind(name: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from psnlib.tasks.countdown import Problem, verify
 
 
@@ -53,4 +55,25 @@ def countdown_reward(
             raise ValueError(f"row {row}: field 'prefix' must be a string, got {head!r}")
         text = head + _completion_text(completion, row)
         rewards.append(1.0 if verify(Problem(tuple(nums), tgt), text).correct else 0.0)
+    return rewards
+
+
+def countdown_dense_reward(
+    completions: list,
+    numbers: list,
+    target: list,
+    prefix: list | None = None,
+    **kwargs: object,
+) -> list[float]:
+    """``countdown_reward`` with partial credit, for policies too small to solve anything (the
+    smoke profile's): 1.0 for a correct chain, else half the share of the problem's numbers
+    that the chain writes. Dense enough that a few RL steps visibly raise it."""
+    exact = countdown_reward(completions, numbers, target, prefix)
+    heads = [""] * len(completions) if prefix is None else prefix
+    rewards = []
+    for row, (correct, completion, nums, head) in enumerate(
+        zip(exact, completions, numbers, heads, strict=True)
+    ):
+        written = {int(x) for x in re.findall(r"\d+", head + _completion_text(completion, row))}
+        rewards.append(correct or 0.5 * len(set(nums) & written) / len(set(nums)))
     return rewards
