@@ -104,7 +104,7 @@ def rl_config(
     settings = rl_settings(profile, arm, seed, **overrides)
     for name in PREFIX_SETTINGS:
         settings.pop(name, None)
-    speed = {"gradient_checkpointing": get_profile(profile).gradient_checkpointing}
+    speed = {"activation_checkpointing": get_profile(profile).gradient_checkpointing}
     return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
 
 

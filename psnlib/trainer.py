@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -301,7 +302,9 @@ class PSNGRPOTrainer(GRPOTrainer):
         prefixed = None
         if self.model.training and self.args.prefix_prob > 0:
             inputs, prefixed = self._with_prefixes(inputs)
-        output = super()._generate_and_score_completions(inputs)
+        with warnings.catch_warnings():  # TRL 1.16 reads a deprecated name
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+            output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
         if prefixed is not None:
