@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= cpu
 
-.PHONY: reproduce test test-slow lint format bench clean-cache
+.PHONY: reproduce test test-slow lint format bench clean-cache lab
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 ## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/
 reproduce: $(VENV)/.installed
 	$(BIN)/python -m psnlib.reproduce --profile $(PROFILE)
+
+## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
+lab: $(VENV)/.installed
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 ## make test: lint, then the fast and notebook tiers of the test suite
 test: $(VENV)/.installed
