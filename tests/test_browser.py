@@ -86,7 +86,12 @@ def lab(tmp_path_factory):
                     log_text = (root / "jupyter.log").read_text()
                     pytest.fail(f"JupyterLab did not start; its log:\n{log_text}")
                 time.sleep(1)
-        yield f"{url}/lab/tree/{NOTEBOOK.name}?token={token}", root
+
+        def api(path: str) -> list | dict:
+            with urllib.request.urlopen(f"{url}/api/{path}?token={token}", timeout=10) as r:
+                return json.loads(r.read())
+
+        yield f"{url}/lab/tree/{NOTEBOOK.name}?token={token}", api, root
     finally:
         server.send_signal(signal.SIGTERM)  # the server shuts its kernels down
         try:
@@ -97,31 +102,54 @@ def lab(tmp_path_factory):
         log.close()
 
 
-def _run_all(page, tries: int = 3) -> None:
-    """Run > Run All Cells, once the UI has taken it: JupyterLab marks the code cells queued
-    (``[*]``) at once, but a click made while the kernel connection is still settling can be
-    dropped; it is then made again, a bounded number of times."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+def _settled(api, seconds: float = 5, timeout: float = 90) -> None:
+    """Wait until the server holds one session whose kernel stayed the same and idle for
+    ``seconds``: JupyterLab may replace the kernel it starts when the notebook opens, and cells
+    queued on the first one are then dropped."""
+    deadline, seen, since = time.monotonic() + timeout, None, time.monotonic()
+    while time.monotonic() < deadline:
+        kernels = [(s["kernel"]["id"], s["kernel"]["execution_state"]) for s in api("sessions")]
+        if kernels != seen:
+            seen, since = kernels, time.monotonic()
+        elif len(kernels) == 1 and kernels[0][1] == "idle" and time.monotonic() - since > seconds:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"no settled kernel in {timeout} s: sessions {seen}")
 
+
+# "done" when every code cell ran; "stopped" at an error or a dialog; "stalled" when no cell is
+# queued or running but some never ran, 10 s after the click (the queue was dropped).
+RUN_STATE = """([selector, n, clicked]) => {
+    if (document.querySelector(".jp-Dialog, [data-mime-type*='jupyter.error']")) return "stopped";
+    const prompts = [...document.querySelectorAll(selector)].map(p => p.textContent);
+    if (prompts.filter(t => /\\[\\d+\\]/.test(t)).length === n) return "done";
+    const idle = !prompts.some(t => t.includes("*")) && Date.now() - clicked > 10000;
+    return idle && prompts.some(t => /\\[ \\]/.test(t)) ? "stalled" : false;
+}"""
+
+
+def _run_all(page, code_cells: int, tries: int = 2) -> None:
+    """Run > Run All Cells and wait, within ``RUN_ALL_SECONDS``, until it is done or stopped;
+    a dropped queue is run again, up to ``tries`` times."""
     for _ in range(tries):
+        clicked = page.evaluate("Date.now()")
         page.locator(".lm-MenuBar-item", has_text="Run").first.click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        try:
-            page.wait_for_function(
-                "s => [...document.querySelectorAll(s)].some(p => /[*\\d]/.test(p.textContent))",
-                arg=PROMPTS,
-                timeout=20_000,
-            )
+        state = page.wait_for_function(
+            RUN_STATE,
+            arg=[PROMPTS, code_cells, clicked],
+            timeout=RUN_ALL_SECONDS * 1000,
+            polling=1000,
+        ).json_value()
+        if state != "stalled":
             return
-        except PlaywrightTimeout:
-            continue
-    pytest.fail(f"Run All Cells started no cell in {tries} tries")
+    pytest.fail(f"Run All Cells left cells unrun {tries} times")
 
 
 def test_run_all_in_jupyterlab_shows_figures_and_no_error_or_warning(lab):
     from playwright.sync_api import sync_playwright
 
-    url, root = lab
+    url, api, root = lab
     code_cells = sum(c.cell_type == "code" for c in nbformat.read(NOTEBOOK, as_version=4).cells)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
@@ -131,19 +159,9 @@ def test_run_all_in_jupyterlab_shows_figures_and_no_error_or_warning(lab):
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
             page.wait_for_selector(idle, timeout=90_000)
+            _settled(api)
             start = time.monotonic()
-            _run_all(page)
-            page.wait_for_function(
-                """([selector, n]) => {
-                    const done = [...document.querySelectorAll(selector)]
-                        .filter(p => /\\[\\d+\\]/.test(p.textContent));
-                    return done.length === n || document.querySelector(".jp-Dialog") !== null
-                        || document.querySelector("[data-mime-type*='jupyter.error']") !== null;
-                }""",
-                arg=[PROMPTS, code_cells],
-                timeout=RUN_ALL_SECONDS * 1000,
-                polling=1000,
-            )
+            _run_all(page, code_cells)
             errors = page.locator("[data-mime-type='application/vnd.jupyter.error']")
             warnings = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
             images = page.locator(".jp-OutputArea-output img")
