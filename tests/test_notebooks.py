@@ -80,6 +80,7 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
     assert len(shown) == len(saved), f"{len(shown)} figures shown, {len(saved)} saved"
     stderr = [out.text for out in outputs if out.get("name") == "stderr"]
     assert not stderr, f"warnings in the executed notebook: {stderr}"
+    assert "widgets" not in executed.metadata, "widget state in the published notebook"
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):
