@@ -2,8 +2,9 @@
 the smoke profile, Run All, and the page shows no error, at least one inline figure and no
 warning (stderr) box.
 
-Needs Chromium (``/usr/bin/chromium``, Debian's ``chromium``), Playwright for Python and JupyterLab
-(the dev extra). Skipped when they are missing, except in CI (``CI=true``), where it fails.
+Needs Chromium (``/usr/bin/chromium``, Debian's ``chromium``; ``PSNLIB_CHROMIUM`` names another),
+Playwright for Python and JupyterLab (the dev extra). Skipped when they are missing, except in CI
+(``CI=true``), where it fails.
 """
 
 import json
