@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= cpu
 
-.PHONY: reproduce test test-slow lint format bench clean-cache lock
+.PHONY: reproduce test test-slow lint format bench clean-cache lock lab
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ lock: $(VENV)/.installed
 ## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/
 reproduce: $(VENV)/.installed
 	$(BIN)/python -m psnlib.reproduce --profile $(PROFILE)
+
+## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
+lab: $(VENV)/.installed
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 ## make test: lint, then the fast and notebook tiers of the test suite
 test: $(VENV)/.installed

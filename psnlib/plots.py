@@ -1,16 +1,32 @@
-"""Figures in one seaborn style, readable in print."""
+"""Figures in one seaborn style, readable in print.
+
+In a Jupyter kernel (JupyterLab, papermill) ``save_figure`` also shows the figure in the notebook,
+once, where the cell saves it; elsewhere matplotlib draws headless (Agg), unless ``MPLBACKEND``
+names a backend.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import matplotlib
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")  # headless by default; notebooks still display the returned figures
+
+def in_kernel() -> bool:
+    """Whether this process is a Jupyter (IPython) kernel."""
+    ipython = sys.modules.get("IPython")  # never imported here: scripts stay free of it
+    shell = ipython.get_ipython() if ipython else None
+    return getattr(shell, "kernel", None) is not None
+
+
+if not in_kernel() and not os.environ.get("MPLBACKEND"):
+    matplotlib.use("Agg")  # scripts and tests: no GUI backend; a kernel keeps its inline one
 
 import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 PALETTE = "colorblind"
 
@@ -179,10 +195,17 @@ def save_table(table: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
-def save_figure(fig_or_grid, path: str | Path) -> Path:
-    """Save a figure (or seaborn grid) as PNG, creating the directory."""
+def save_figure(fig_or_grid: plt.Figure | sns.axisgrid.Grid, path: str | Path) -> Path:
+    """Save a figure (or seaborn grid) as PNG, creating the directory. In a Jupyter kernel, also
+    show it in the notebook here, then close it so that the inline backend does not show it a
+    second time at the end of the cell."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = getattr(fig_or_grid, "figure", fig_or_grid)
     fig.savefig(path)
+    if in_kernel():
+        from IPython.display import display
+
+        display(fig)
+        plt.close(fig)
     return path

@@ -1,12 +1,14 @@
 """``python -m psnlib.reproduce``: run every notebook with papermill at one profile.
 
 Each notebook ``notebooks/NN_name.ipynb`` is executed with parameters ``profile``, ``figures_dir``
-and ``metrics_path``; the executed copy goes to ``runs/<profile>/`` (the committed notebooks stay
-without outputs), figures and tables to ``figures/<profile>/``, and the metrics JSON its last cell
-writes to ``figures/<profile>/NN_name.json``. A notebook whose metrics JSON already exists is
-skipped unless ``--force``, so an interrupted reproduction resumes where it stopped; inside a
-notebook, finished RL runs and evaluations are loaded from their caches, so a re-run notebook
-only computes what is missing.
+and ``metrics_path``; papermill writes the executed copy to ``runs/<profile>/`` as it runs, and a
+notebook that finishes is published with its outputs and figures to
+``figures/<profile>/notebooks/`` (the report to browse; the committed notebooks in ``notebooks/``
+stay without outputs). Figures and tables go to ``figures/<profile>/``, and the metrics JSON its
+last cell writes to ``figures/<profile>/NN_name.json``. A notebook whose metrics JSON already
+exists is skipped unless ``--force``, so an interrupted reproduction resumes where it stopped;
+inside a notebook, finished RL runs and evaluations are loaded from their caches, so a re-run
+notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
@@ -31,12 +33,13 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pandas as pd
 import torch
 
 from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
-from psnlib.io import atomic_write_json, read_json
+from psnlib.io import atomic_write_json, atomic_write_text, read_json
 from psnlib.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.profiles import PROFILES, PolicySpec, get_profile
 from psnlib.runs import rl_settings
@@ -68,7 +71,8 @@ def notebook_paths(notebooks_dir: Path, only: list[str] | None = None) -> list[P
 
 
 def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) -> Path:
-    """Execute one notebook with papermill; returns the metrics JSON path it wrote."""
+    """Execute one notebook with papermill into ``runs_dir``; once it has written its metrics,
+    publish the executed copy to ``figures_dir/notebooks/``. Returns the metrics JSON path."""
     import papermill as pm
 
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -88,7 +92,22 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
     )
     if not metrics_path.exists():
         raise RuntimeError(f"{path.name} finished without writing its metrics to {metrics_path}")
+    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4))
+    atomic_write_text(figures_dir / "notebooks" / path.name, nbformat.writes(executed))
     return metrics_path
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def static_report(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """An executed notebook as a static report: each progress-bar widget kept as its final text,
+    without the widget state (two thirds of the bytes of the executed notebooks at smoke)."""
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
+    return nb
 
 
 def _build(spec: PolicySpec) -> str:

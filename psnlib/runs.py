@@ -111,7 +111,7 @@ def rl_config(
     for name in PREFIX_SETTINGS:
         settings.pop(name, None)
     speed = {
-        "gradient_checkpointing": get_profile(profile).gradient_checkpointing,
+        "activation_checkpointing": get_profile(profile).gradient_checkpointing,
         "save_total_limit": KEEP_CHECKPOINTS,
     }
     return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})

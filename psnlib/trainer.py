@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import shutil
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -364,7 +365,9 @@ class PSNGRPOTrainer(GRPOTrainer):
         prefixed = None
         if self.model.training and self.args.prefix_prob > 0:
             inputs, prefixed = self._with_prefixes(inputs)
-        output = super()._generate_and_score_completions(inputs)
+        with warnings.catch_warnings():  # TRL 1.16 reads a deprecated name
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+            output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
         if prefixed is not None:

@@ -1,6 +1,6 @@
-"""Every notebook runs headless with papermill at the smoke profile and writes sane metrics, a
-figure and a table; the committed notebooks (the source people edit in JupyterLab) are thin and
-stored without outputs."""
+"""Every notebook runs headless with papermill at the smoke profile, writes sane metrics, a figure
+and a table, and is published executed with its figures inline; the committed notebooks (the
+source people edit in JupyterLab) are thin and stored without outputs."""
 
 import json
 from pathlib import Path
@@ -69,8 +69,18 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
         values = [table[k] for k in sorted(table)]
         assert all(0.0 <= v <= 1.0 for v in values)
         assert all(a <= b + 1e-12 for a, b in zip(values, values[1:], strict=False))
-    assert list(figures.glob(f"{path.stem}*.png")), "no figure written"
+    saved = list(figures.glob(f"{path.stem}*.png"))
+    assert saved, "no figure written"
     assert list(figures.glob(f"{path.stem}*.csv")), "no table written"
+    # The executed notebook, published beside the figures, shows each saved figure once, inline,
+    # and no warning (stderr) output.
+    executed = nbformat.read(figures / "notebooks" / path.name, as_version=4)
+    outputs = [out for cell in executed.cells if cell.cell_type == "code" for out in cell.outputs]
+    shown = [out for out in outputs if "image/png" in out.get("data", {})]
+    assert len(shown) == len(saved), f"{len(shown)} figures shown, {len(saved)} saved"
+    stderr = [out.text for out in outputs if out.get("name") == "stderr"]
+    assert not stderr, f"warnings in the executed notebook: {stderr}"
+    assert "widgets" not in executed.metadata, "widget state in the published notebook"
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):

@@ -1,4 +1,9 @@
-"""Every figure draws from a tidy table and saves as PNG; tables save as CSV."""
+"""Every figure draws from a tidy table and saves as PNG; tables save as CSV. A notebook shows a
+saved figure once; scripts draw headless."""
+
+import os
+import subprocess
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -57,3 +62,35 @@ def test_tables_save_with_a_named_index_only(tmp_path):
     assert plain.read_text().splitlines()[0] == "a"
     named = pd.DataFrame({"a": [1]}, index=pd.Index(["x"], name="policy"))
     assert plots.save_table(named, tmp_path / "named.csv").read_text().startswith("policy,a")
+
+
+def test_in_a_kernel_a_saved_figure_is_shown_once_and_closed(tmp_path, monkeypatch):
+    """Shown where the cell saves it; closed, so the inline backend does not show it again."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    monkeypatch.setattr(plots, "in_kernel", lambda: True)
+    grid = plots.plot_pass_at_k(curves())
+    assert plots.save_figure(grid, tmp_path / "passk.png").exists()
+    assert shown == [grid.figure]
+    assert not plt.fignum_exists(grid.figure.number)
+
+
+def test_outside_a_kernel_nothing_is_shown_and_the_backend_is_headless(tmp_path, monkeypatch):
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda *_: pytest.fail("displayed"))
+    grid = plots.plot_pass_at_k(curves())
+    plots.save_figure(grid, tmp_path / "passk.png")
+    assert not plots.in_kernel() and plt.fignum_exists(grid.figure.number)
+
+
+def test_scripts_draw_headless_and_import_without_warnings():
+    code = "import psnlib.plots, matplotlib; print(matplotlib.get_backend())"
+    environ = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], env=environ, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().lower() == "agg"
