@@ -20,6 +20,7 @@ from psnlib.claims import CLAIMS
 from psnlib.experiments import Plan
 from psnlib.results import _number, check_claim  # RESULTS.md's number format
 
+PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
 # Names IPython puts in a notebook's namespace; never parameters.
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
 
@@ -69,9 +70,10 @@ def given_parameters(namespace: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def check_parameters(namespace: Mapping[str, Any], known: Iterable[str]) -> None:
+def check_parameters(namespace: Mapping[str, Any], known: Iterable[str] = PARAMETERS) -> None:
     """Raise ``ValueError`` naming every parameter set in ``namespace`` (``given_parameters``)
-    that is not one of ``known``, and listing the known ones."""
+    that is not one of ``known`` (default: the notebooks' ``PARAMETERS``), and listing the known
+    ones."""
     known = list(known)
     unknown = [name for name in given_parameters(namespace) if name not in known]
     if unknown:
