@@ -20,11 +20,36 @@ import pandas as pd
 
 from psnlib.io import data_dir
 from psnlib.pretrain import policy_dir
-from psnlib.profiles import Profile, get_profile
+from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.variants import BASE, Variant
 
 COMPUTE_TABLE = "15_results_compute.csv"  # notebook 15's table of measured costs
+TESTBED_METRICS = "01_testbed.json"  # notebook 01's metrics: the policies' SFT seconds
 Work = list[tuple[Variant, int, tuple[str, ...]]]  # (variant, seed, benchmarks)
+
+
+def figures_dir(profile: Profile) -> Path:
+    """The checkout's ``figures/<profile>/``, where the committed measurements are."""
+    from psnlib.reproduce import ROOT  # psnlib.reproduce imports psnlib.experiments, and it this
+
+    return ROOT / "figures" / profile.name
+
+
+def sft_announcement(profile: str | Profile, policies: dict[str, PolicySpec]) -> str | None:
+    """A line naming the ``policies`` (``{"base": spec, ...}``) that are not built yet, with
+    their SFT time as notebook 01 measured it (``figures/<profile>/01_testbed.json``) where it
+    did; None when all are built."""
+    profile = get_profile(profile)
+    todo = [name for name, spec in policies.items() if not policy_dir(spec).exists()]
+    if not todo:
+        return None
+    path = figures_dir(profile) / TESTBED_METRICS
+    measured = json.loads(path.read_text()).get("build_seconds", {}) if path.exists() else {}
+    text = f"[psnlib] to build by SFT first: the {' and '.join(todo)} policy"
+    if all(name in measured for name in todo):
+        seconds = sum(measured[name] for name in todo)
+        text += f", about {seconds / 60:.0f} min as measured in figures/{profile.name}/{path.name}"
+    return text
 
 
 def _stored_benchmarks(profile: Profile, run_key: str) -> set[str]:
@@ -102,7 +127,7 @@ def announcement(
         f"{int(todo['evaluations'].sum())} evaluations to compute"
     )
     if (todo["train"] & (todo["arm"] == BASE)).any():
-        text += ", the base policy to build by SFT first (notebook 01 reports its time)"
+        text += ", a base policy to build by SFT first"
     if seconds is None:
         return text + " (no measured times for this profile to estimate from)"
     return text + f"; about {seconds / 60:.0f} min at the per-run times measured in {source}"

@@ -16,7 +16,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -90,6 +89,8 @@ class Plan:
         seeds = tuple(seeds or self.seeds)
         if progress:
             print(self.announcement(seeds), flush=True)
+            if note := budget.sft_announcement(self.profile, {"base": self.profile.base}):
+                print(note, flush=True)
         results = compare(self.profile, self.variants, seeds, self.benchmarks, progress)
         if len(results["curves"]):
             results["summary"] = summarize(with_average(results["curves"]))
@@ -99,7 +100,7 @@ class Plan:
         """``psnlib.budget.announcement`` of this plan: what it computes, and for how long at
         the costs measured in ``figures/<profile>/15_results_compute.csv`` where there is one."""
         todo, work = self.pending(seeds), self.work(seeds)
-        table = _figures(self.profile) / budget.COMPUTE_TABLE
+        table = budget.figures_dir(self.profile) / budget.COMPUTE_TABLE
         measured = budget.measured_costs(table)
         seconds = None
         if measured is not None and not todo.empty:
@@ -107,12 +108,6 @@ class Plan:
             seconds = budget.estimate_seconds(todo, measured, planned, self.profile)
         source = f"figures/{self.profile.name}/{table.name}"
         return budget.announcement(self.name, todo, len(work), seconds, source)
-
-
-def _figures(profile: Profile) -> Path:
-    from psnlib.reproduce import ROOT  # psnlib.reproduce imports this module
-
-    return ROOT / "figures" / profile.name
 
 
 def benchmarks_of(profile: Profile, kind: str) -> tuple[str, ...]:
@@ -422,6 +417,8 @@ def testbed(profile: str | Profile = "cpu", benchmarks: tuple[str, ...] = ()) ->
     Returns ``{"curves": policy x benchmark x k, "policies": one row per policy}``.
     """
     profile = get_profile(profile)
+    if note := budget.sft_announcement(profile, {"base": profile.base, "weak": profile.weak}):
+        print(note, flush=True)
     curves, policies = [], []
     for name, spec, build in (
         ("base", profile.base, base_policy),
