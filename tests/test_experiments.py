@@ -4,7 +4,7 @@ the smoke profile."""
 import pytest
 import torch
 
-from psnlib import budget, experiments, runs
+from psnlib import budget, experiments, probes, runs
 from psnlib.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
 from psnlib.profiles import PROFILES, get_profile
 from psnlib.tasks.countdown import Problem
@@ -143,19 +143,19 @@ def test_experiment_functions_add_their_tables(smoke_data):
     assert {"curves", "problems", "logs", "summary"} <= set(r)
     assert "average" in set(r["summary"].benchmark)
     assert set(r["curves"].policy) == {"base", "GRPO"}
-    frontier = experiments.noise_frontier("smoke", sigmas=(0.0, 0.01))
+    frontier = probes.noise_frontier("smoke", sigmas=(0.0, 0.01))
     assert list(frontier.policy.unique()) == ["sigma=0", "sigma=0.01"]
     assert set(frontier.benchmark) == set(get_profile("smoke").ablation_benchmarks)
 
 
 def test_side_by_side_shows_correct_answers_first(smoke_data):
-    shown = experiments.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
+    shown = probes.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
     assert len(shown) == get_profile("smoke").example_responses
     assert shown.correct.tolist() == sorted(shown.correct, reverse=True)
     assert (shown.correct_in_draw >= shown.correct.sum()).all()
 
 
 def test_testbed_reports_both_policies(smoke_data):
-    r = experiments.testbed("smoke")
+    r = probes.testbed("smoke")
     assert r["policies"].policy.tolist() == ["base", "weak"]
     assert set(r["curves"].policy) == {"base", "weak"}
