@@ -8,6 +8,8 @@ records (the sum of its training steps' times, its evaluations' times). A run of
 costs what it cost then; another run costs the median of its arm's runs, an evaluation the mean
 cost of one run on one benchmark. Those were wall times on one thread of a shared 2-core machine,
 so the estimate is rough, and it is only made where such a table exists (``cpu``).
+``sft_announcement`` does the same for policies still to build by SFT, with the build times of
+notebook 01 (``figures/<profile>/01_testbed.json``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from psnlib.io import data_dir
@@ -73,7 +74,8 @@ def pending(profile: str | Profile, work: Work) -> pd.DataFrame:
         key = v.run_key(profile, seed)
         built = policy_dir(v.profile(profile).base).exists()
         trained = built if v.arm == BASE else v.run_path(profile, seed).exists()
-        missing = [b for b in benchmarks if b not in _stored_benchmarks(v.profile(profile), key)]
+        stored = _stored_benchmarks(v.profile(profile), key)
+        missing = [b for b in benchmarks if b not in stored]
         if not trained or missing:
             row = {"policy": v.label, "seed": seed, "run": key, "arm": v.arm}
             rows.append(row | {"train": not trained, "evaluations": len(missing)})
@@ -107,10 +109,10 @@ def estimate_seconds(
     overall = float(rl["train_seconds"].median()) if len(rl) else 0.0
     seconds = 0.0
     for row in todo.itertuples():
-        if row.train and row.arm != BASE:  # the base policy's SFT is priced by notebook 01
+        if row.train and row.arm != BASE:  # an SFT: sft_announcement
             seconds += train.get(row.run, median.get(row.arm, overall))
         seconds += row.evaluations * per_evaluation
-    return float(seconds) if np.isfinite(seconds) else 0.0
+    return float(seconds)
 
 
 def announcement(

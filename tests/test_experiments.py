@@ -124,7 +124,7 @@ def test_a_variant_shows_the_settings_it_changes_from_grpo():
 
 
 def test_the_arms_table_reads_the_plans_variants():
-    tis = experiments.tis_ablation("cpu").arms()
+    tis = experiments.plan("tis_ablation", "cpu").arms()
     assert list(tis.index) == ["GRPO", "PSN fixed", "PSN, no TIS", "PSN, sequence-level TIS"] + [
         "PSN, TIS cap C=2"
     ]
@@ -132,9 +132,9 @@ def test_the_arms_table_reads_the_plans_variants():
     assert changed["PSN, TIS cap C=2"] == "sigma=0.003, tis_cap=2, use_tis=True"
     assert changed["PSN, no TIS"] == "sigma=0.003"
     assert (tis["seeds"] == len(get_profile("cpu").ablation_seeds)).all()
-    main = experiments.main_results("cpu").arms()
+    main = experiments.plan("main_results", "cpu").arms()
     assert main.loc["base", "seeds"] == 1 and main.loc["GRPO", "seeds"] == 3
-    across = experiments.across_models("cpu").arms()
+    across = experiments.plan("across_models", "cpu").arms()
     assert set(across["base policy"]) == {"qwen2-base", "llama-weak"}
 
 
