@@ -38,7 +38,7 @@ def _assigned_literals(source: str) -> list[str] | None:
             return None
         try:
             ast.literal_eval(statement.value)
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError):  # not a literal (a call, a name, ...)
             return None
         names += [t.id for t in statement.targets if isinstance(t, ast.Name)]
     return names
