@@ -9,18 +9,20 @@ by two notebooks is trained and evaluated once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.evaluate import evaluate_benchmarks
 from psnlib.pretrain import base_policy, spec_hash
 from psnlib.profiles import PolicySpec, Profile, get_profile
-from psnlib.runs import ARMS, run_dir, train_policy
+from psnlib.runs import ARMS, rl_settings, run_dir, train_policy
 from psnlib.tasks.datasets import task_reward
+from psnlib.trainer import PSNGRPOConfig
 
 BASE = "base"  # the arm name of the untrained policy
 EVAL_SEED = 0  # problems and sampling streams of every evaluation
@@ -72,6 +74,65 @@ class Variant:
             return f"{BASE}-{spec_hash(self.profile(profile).base)}"
         return self.run_path(profile, seed).name
 
+    def effective_settings(self, profile: str | Profile) -> dict[str, Any]:
+        """What its runs change with respect to plain GRPO at ``profile``: the resolved
+        ``PSNGRPOConfig`` fields (profile, then arm, then ``settings``) whose values differ from
+        the GRPO arm's, and the weak-prefix settings of prefixed runs; ``{}`` for the base
+        policy. E.g. PSN adaptive II at ``cpu``: sigma (its start), use_tis, sigma_scheduler,
+        div_similarity, div_fraction."""
+        if self.arm == BASE:
+            return {}
+        profile = self.profile(profile)
+        grpo = rl_settings(profile, "grpo", seed=0)
+        mine = rl_settings(profile, self.arm, seed=0, **self.settings)
+        names = list(dict.fromkeys([*mine, *grpo]))
+        value = {k: mine.get(k, _config_default(k)) for k in names}
+        return {k: v for k, v in value.items() if grpo.get(k, _config_default(k)) != v}
+
+
+def model_name(spec: PolicySpec) -> str:
+    """A policy's name in tables: its hub id or directory, else its tiny family and size."""
+    return spec.name_or_path or f"{spec.family}-{spec.size}"
+
+
+def _config_default(name: str) -> Any:
+    """``PSNGRPOConfig``'s default of a field (MISSING for a name that is not a field)."""
+    for f in fields(PSNGRPOConfig):
+        if f.name == name:
+            return f.default_factory() if f.default_factory is not MISSING else f.default
+    return MISSING
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def arms_table(
+    variants: list[Variant], profile: str | Profile, seeds: tuple[int, ...]
+) -> pd.DataFrame:
+    """The compared policies, one row each: label, arm, how many training seeds, and what it
+    changes with respect to plain GRPO at ``profile`` (``Variant.effective_settings``); a
+    ``base policy`` column where some variant starts from another base policy."""
+    profile = get_profile(profile)
+    rows = []
+    for v in variants:
+        changed = v.effective_settings(profile)
+        if v.arm == BASE:
+            text = "no RL: the policy every arm starts from"
+        elif not changed:
+            text = "(GRPO itself: sigma=0, no TIS)"
+        else:
+            text = ", ".join(f"{k}={_format(x)}" for k, x in changed.items())
+        row = {"policy": v.label, "arm": v.arm, "seeds": len(v.seeds(seeds))}
+        if any(u.policy is not None for u in variants):
+            row["base policy"] = model_name(v.profile(profile).base)
+        rows.append(row | {"settings that differ from GRPO": text})
+    return pd.DataFrame(rows).set_index("policy")
+
 
 def load_variant(
     profile: str | Profile, variant: Variant, seed: int
@@ -113,24 +174,24 @@ def compare(
         raise ValueError("compare needs at least one seed")
     tags = list(dict.fromkeys(t for v in variants for t in v.tags))  # every table has them all
     out: dict[str, list[pd.DataFrame]] = {"curves": [], "problems": [], "logs": []}
-    for variant in variants:
-        for seed in variant.seeds(seeds):
-            if progress:
-                print(f"[psnlib] {variant.label}, seed {seed}", flush=True)
-            model, tokenizer, log = load_variant(profile, variant, seed)
-            out["logs"].append(_label(log, variant, seed, tags))
-            if benchmarks:
-                tables = evaluate_benchmarks(
-                    model,
-                    tokenizer,
-                    variant.profile(profile),
-                    benchmarks,
-                    run_key=variant.run_key(profile, seed),
-                    seed=EVAL_SEED,
-                    progress=progress,
-                )
-                for name in ("curves", "problems"):
-                    out[name].append(_label(tables[name].drop(columns="run"), variant, seed, tags))
+    work = [(variant, seed) for variant in variants for seed in variant.seeds(seeds)]
+    bar = tqdm(work, desc="policies", unit="policy", disable=not progress)
+    for variant, seed in bar:
+        bar.set_postfix_str(f"{variant.label}, seed {seed}")
+        model, tokenizer, log = load_variant(profile, variant, seed)
+        out["logs"].append(_label(log, variant, seed, tags))
+        if benchmarks:
+            tables = evaluate_benchmarks(
+                model,
+                tokenizer,
+                variant.profile(profile),
+                benchmarks,
+                run_key=variant.run_key(profile, seed),
+                seed=EVAL_SEED,
+                progress=progress,
+            )
+            for name in ("curves", "problems"):
+                out[name].append(_label(tables[name].drop(columns="run"), variant, seed, tags))
     return {
         name: pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         for name, tables in out.items()

@@ -4,7 +4,7 @@ the smoke profile."""
 import pytest
 import torch
 
-from psnlib import experiments, runs
+from psnlib import budget, experiments, probes, runs
 from psnlib.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
 from psnlib.profiles import PROFILES, get_profile
 from psnlib.tasks.countdown import Problem
@@ -67,7 +67,13 @@ def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
         GRPO,
         Variant("PSN step", "psn", {"noise_scope": "step"}, tags={"v": 1}),
     ]
+    work = [(v, seed, ("countdown-l1",)) for v in variants for seed in v.seeds((0, 1))]
+    todo = budget.pending("smoke", work)
+    assert len(todo) == 5 and todo[todo.arm != BASE]["train"].all()
     first = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
+    assert budget.pending("smoke", work).empty  # trained and evaluated: nothing left
+    more = budget.pending("smoke", [(GRPO, 0, ("countdown-l1", "countdown-l2"))])
+    assert more[["train", "evaluations"]].values.tolist() == [[False, 1]]
     curves, problems, logs = first["curves"], first["problems"], first["logs"]
     assert list(curves.columns[:3]) == ["policy", "seed", "v"]
     assert set(zip(curves.policy, curves.seed, strict=True)) == {
@@ -88,24 +94,69 @@ def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
     assert again["curves"].equals(curves)
 
 
+def test_experiments_are_documented_functions_returning_their_plan():
+    """Go-to-definition on an experiment lands on its own function, not a factory's closure."""
+    for name, function in PLANS.items():
+        assert function.__qualname__ == name and function.__module__ == experiments.__name__
+        assert function.__doc__ and "notebook" in function.__doc__, name
+        assert function("smoke").name == name
+    assert experiments.plan("main_results", "cpu").variants == experiments.MAIN
+
+
+def test_a_variant_shows_the_settings_it_changes_from_grpo():
+    cpu = get_profile("cpu")
+    assert GRPO.effective_settings(cpu) == {} and BASE_POLICY.effective_settings(cpu) == {}
+    assert PSN.effective_settings(cpu) == {"sigma": cpu.psn_sigma, "use_tis": True}
+    assert experiments.PSN_ADAPTIVE.effective_settings(cpu) == {
+        "sigma": cpu.psn_sigma,
+        "sigma_scheduler": "diversity",
+        "div_similarity": "lexical",
+        "div_fraction": 0.5,
+        "use_tis": True,
+    }
+    # A setting at GRPO's own value is no change; one at PSNGRPOConfig's default neither.
+    same = Variant("x", "grpo", {"noise_scope": cpu.psn_scope, "tis_level": "token"})
+    assert same.effective_settings(cpu) == {}
+    assert experiments.WEAK_PREFIX.effective_settings(cpu) == {
+        "prefix_truncation": "entropy",
+        "prefix_source": "weak",
+        "prefix_prob": 0.2,
+    }
+
+
+def test_the_arms_table_reads_the_plans_variants():
+    tis = experiments.plan("tis_ablation", "cpu").arms()
+    assert list(tis.index) == ["GRPO", "PSN fixed", "PSN, no TIS", "PSN, sequence-level TIS"] + [
+        "PSN, TIS cap C=2"
+    ]
+    changed = tis["settings that differ from GRPO"]
+    assert changed["PSN, TIS cap C=2"] == "sigma=0.003, tis_cap=2, use_tis=True"
+    assert changed["PSN, no TIS"] == "sigma=0.003"
+    assert (tis["seeds"] == len(get_profile("cpu").ablation_seeds)).all()
+    main = experiments.plan("main_results", "cpu").arms()
+    assert main.loc["base", "seeds"] == 1 and main.loc["GRPO", "seeds"] == 3
+    across = experiments.plan("across_models", "cpu").arms()
+    assert set(across["base policy"]) == {"qwen2-base", "llama-weak"}
+
+
 def test_experiment_functions_add_their_tables(smoke_data):
-    r = experiments.rl_narrows_coverage("smoke", seeds=(0,))
-    assert {"curves", "problems", "logs", "summary", "crossover"} <= set(r)
+    r = experiments.rl_narrows_coverage("smoke").run(seeds=(0,), progress=False)
+    assert {"curves", "problems", "logs", "summary"} <= set(r)
     assert "average" in set(r["summary"].benchmark)
-    assert experiments.main_results.__name__ == "main_results"
-    frontier = experiments.noise_frontier("smoke", sigmas=(0.0, 0.01))
+    assert set(r["curves"].policy) == {"base", "GRPO"}
+    frontier = probes.noise_frontier("smoke", sigmas=(0.0, 0.01))
     assert list(frontier.policy.unique()) == ["sigma=0", "sigma=0.01"]
     assert set(frontier.benchmark) == set(get_profile("smoke").ablation_benchmarks)
 
 
 def test_side_by_side_shows_correct_answers_first(smoke_data):
-    shown = experiments.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
+    shown = probes.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
     assert len(shown) == get_profile("smoke").example_responses
     assert shown.correct.tolist() == sorted(shown.correct, reverse=True)
     assert (shown.correct_in_draw >= shown.correct.sum()).all()
 
 
 def test_testbed_reports_both_policies(smoke_data):
-    r = experiments.testbed("smoke")
+    r = probes.testbed("smoke")
     assert r["policies"].policy.tolist() == ["base", "weak"]
     assert set(r["curves"].policy) == {"base", "weak"}

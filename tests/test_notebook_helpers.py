@@ -1,0 +1,127 @@
+"""psnlib.notebook: an unknown notebook parameter is an error naming it (on hand-made namespaces,
+and through papermill before any work), and the papers' numbers beside ours."""
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from psnlib import experiments, notebook
+from psnlib.claims import CLAIMS
+from psnlib.profiles import get_profile
+
+PARAMETERS_CELL = '# Parameters\nprofile = "cpu"  # smoke | cpu\nseeds = None\nfigures_dir = None'
+SETUP_CELL = "from psnlib import notebook\n\nnotebook.check_parameters(globals())"
+
+
+def test_unknown_names_are_named_with_the_known_ones():
+    namespace = {"profile": "smoke", "profil": "smoke", "seeds": None, "metrics_path": None}
+    with pytest.raises(ValueError) as error:
+        notebook.check_parameters(namespace)
+    assert str(error.value) == (
+        "unknown notebook parameter(s) profil; known: profile, seeds, figures_dir, metrics_path"
+    )
+    notebook.check_parameters({"profile": "smoke", "seeds": (0,)})  # all known: no error
+    with pytest.raises(ValueError, match=r"parameter\(s\) seeds; known: profile$"):
+        notebook.check_parameters({"profile": "smoke", "seeds": (0,)}, known=("profile",))
+
+
+def test_modules_functions_classes_and_private_names_are_not_parameters():
+    namespace = {
+        "profile": "smoke",
+        "np": np,  # an import
+        "check": notebook.check_parameters,  # an imported function
+        "DataFrame": pd.DataFrame,  # a class
+        "_": 3,  # IPython's last result
+        "In": [],  # IPython's history, empty: no cell has run
+        "Out": {},
+        "get_ipython": print,
+    }
+    notebook.check_parameters(namespace)
+    with pytest.raises(ValueError, match="parameter\\(s\\) sedes;"):
+        notebook.check_parameters(namespace | {"sedes": (0, 1)})
+
+
+def test_in_ipython_only_the_parameter_cells_count():
+    """Papermill runs the parameters cell, then the cell it injects, then the check; a notebook
+    re-run in a used kernel keeps its old variables, which are not parameters."""
+    injected = '# Parameters\nprofil = "smoke"\nfigures_dir = "/tmp/f"\n'
+    papermill = {"In": ["", PARAMETERS_CELL, injected, SETUP_CELL], "profil": "smoke"}
+    with pytest.raises(ValueError, match=r"parameter\(s\) profil; known"):
+        notebook.check_parameters(papermill)
+    leftovers = {"P": object(), "KS": (1, 4, 16), "seed": 0, "metrics": {"a": 1.0}}
+    previous_run = ["r = experiment.run(seeds)", 'metrics = {"pass": summaries.passk(r)}']
+    rerun = ["", PARAMETERS_CELL, SETUP_CELL, *previous_run, PARAMETERS_CELL, SETUP_CELL]
+    notebook.check_parameters({"In": rerun, **leftovers})  # the leftovers are not parameters
+    typo = rerun[:-2] + ['profile = "smoke"\nsedes = (0,)', SETUP_CELL]
+    with pytest.raises(ValueError, match=r"parameter\(s\) sedes; known"):
+        notebook.check_parameters({"In": typo, **leftovers})
+
+
+@pytest.mark.notebooks
+def test_a_mistyped_papermill_parameter_fails_before_any_work(tmp_path):
+    """`papermill ... -p profil smoke` used to warn and run the default cpu profile (SFT first);
+    now the cell after the parameters stops it, naming the parameter. The cell timeout bounds
+    the test where the check is missing (the SFT cell would run for minutes)."""
+    data = tmp_path / "data"
+    env = {**os.environ, "PSNLIB_DATA": str(data), "OMP_NUM_THREADS": "1"}
+    source = Path(__file__).resolve().parent.parent / "notebooks" / "00_quickstart.ipynb"
+    command = [sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb")]
+    command += ["-p", "profil", "smoke", "--execution-timeout", "120", "--cwd", str(tmp_path)]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "ValueError: unknown notebook parameter(s) profil; known: profile, seeds" in (
+        done.stderr + done.stdout
+    )
+    assert not (data / "cache").exists(), "something was built before the check"
+    assert time.perf_counter() - start < 120
+
+
+def _problems(policies: list[str], seeds: tuple[int, ...], benchmarks: tuple[str, ...]):
+    """A per-problem table as compare returns it: policy a solves 4 of 16 samples of every
+    problem, the others 2 (the base policy at its one seed)."""
+    rows = []
+    for i, policy in enumerate(policies):
+        for seed in seeds[:1] if policy == "base" else seeds:
+            for benchmark in benchmarks:
+                for prompt in ("p1", "p2"):
+                    correct = 4 if i == 0 else 2
+                    rows.append(
+                        {"policy": policy, "seed": seed, "benchmark": benchmark}
+                        | {"prompt": prompt, "n": 16, "correct": correct, "step_validity": 0.5}
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
+    plan = experiments.rl_narrows_coverage("smoke")
+    problems = _problems(["base", "GRPO"], plan.seeds, plan.benchmarks)
+    table = notebook.paper_beside_ours(plan, {"problems": problems})
+    claims = [c for c in CLAIMS if c.experiment == "rl_narrows_coverage"]
+    assert list(table.index) == [c.name for c in claims]
+    assert list(table["paper"]) == [c.paper for c in claims]
+    k = get_profile("smoke").ks[-1]
+    pass_n = 100 * (1 - math.comb(12, k) / math.comb(16, k))  # 4 of 16 correct, k = n: 100
+    narrows = table.loc["RL narrows pass@k at large k"]
+    assert narrows["ours"] == f"base {pass_n:.1f} vs GRPO 100.0 (pass@{k})"
+    raises = table.loc["RL raises pass@1"]
+    assert raises["ours"] == "GRPO 12.5 vs base 25.0 (pass@1)"  # 2/16 vs 4/16
+    assert raises["difference [95% CI]"].startswith("-12.5 [")
+    assert raises["verdict"] == "reversed" and raises["seeds"] == len(plan.seeds)
+
+
+def test_paper_beside_ours_takes_another_experiments_claims():
+    plan = experiments.adaptive_scheduler("smoke")
+    labels = ["PSN adaptive II", "GRPO", "PSN fixed", "PSN adaptive I (KL)"]
+    problems = _problems(labels, plan.seeds, plan.benchmarks)
+    table = notebook.paper_beside_ours(plan, {"problems": problems}, experiments.main_results)
+    assert "Adaptive beats fixed sigma" in table.index
+    with pytest.raises(ValueError, match="no claim of the papers is tested by .*'adaptive_sch"):
+        notebook.paper_beside_ours(plan, {"problems": problems})
