@@ -9,8 +9,16 @@ rows; that is part of its cost). For scale, the run also measures the matmul GFL
 achieves at the policy's shapes and the tokens/s that would give if decoding were nothing but its
 FLOPs.
 
+High entropy and long rollouts: ``--random --temperature 1.5`` samples a random policy (every
+row's history its own after a few tokens: nothing to share), and ``--full-length`` keeps every
+row going to ``--max-new-tokens`` (EOS never ends a row; ``generate`` gets ``min_new_tokens``).
+``--cpu-time`` times by the process's CPU time, steadier than wall time when other jobs share
+the cores.
+
     python benchmarks/sampling.py                   # 4096 rows, ~2 minutes on 2 cores
     python benchmarks/sampling.py --problems 4      # 1024 rows
+    python benchmarks/sampling.py --random --temperature 1.5 --max-new-tokens 512 --full-length \
+        --problems 2 --samples 64 --batch-size 128 --threads 1 --cpu-time
 """
 
 from __future__ import annotations
