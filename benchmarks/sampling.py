@@ -9,8 +9,16 @@ rows; that is part of its cost). For scale, the run also measures the matmul GFL
 achieves at the policy's shapes and the tokens/s that would give if decoding were nothing but its
 FLOPs.
 
+High entropy and long rollouts: ``--random --temperature 1.5`` samples a random policy (every
+row's history its own after a few tokens: nothing to share), and ``--full-length`` keeps every
+row going to ``--max-new-tokens`` (EOS never ends a row; ``generate`` gets ``min_new_tokens``).
+``--cpu-time`` times by the process's CPU time, steadier than wall time when other jobs share
+the cores.
+
     python benchmarks/sampling.py                   # 4096 rows, ~2 minutes on 2 cores
     python benchmarks/sampling.py --problems 4      # 1024 rows
+    python benchmarks/sampling.py --random --temperature 1.5 --max-new-tokens 512 --full-length \
+        --problems 2 --samples 64 --batch-size 128 --threads 1 --cpu-time
 """
 
 from __future__ import annotations
@@ -22,22 +30,28 @@ import time
 import torch
 from transformers import PreTrainedModel
 
-from psnlib.models import build_tokenizer, count_parameters, tiny_policy
+from psnlib.models import build_tokenizer, count_parameters, load_policy, tiny_policy
 from psnlib.pretrain import base_policy, policy_dir
 from psnlib.profiles import get_profile
-from psnlib.sampling import sample_prompts
+from psnlib.sampling import sample_tokens
 from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
 
 TARGET_RATIO = 3.0  # acceptance: psnlib.sampling / generate tokens/s
 
 
-def load_model() -> tuple[PreTrainedModel, object, str]:
-    """The cached ``cpu`` base policy if it is built, else a random tiny Qwen2 of the same shape."""
-    if policy_dir(get_profile("cpu").base).exists():
+def load_model(args: argparse.Namespace) -> tuple[PreTrainedModel, object, str]:
+    """``--policy``: a saved policy; else the cached ``cpu`` base policy if it is built (unless
+    ``--random``), else a random tiny Qwen2 of the same shape."""
+    if args.policy:
+        model, tokenizer = load_policy(args.policy, dtype=torch.float32)
+        return model.eval(), tokenizer, f"policy {args.policy}"
+    if policy_dir(get_profile("cpu").base).exists() and not args.random:
         model, tokenizer, path = base_policy("cpu")
         return model, tokenizer, f"cpu base policy ({path.name})"
     tokenizer = build_tokenizer()
-    return tiny_policy("qwen2", "base", tokenizer).eval(), tokenizer, "random tiny qwen2-base"
+    positions = max(128, 2 * (args.max_new_tokens + 32))  # rotary positions for long rollouts
+    model = tiny_policy("qwen2", "base", tokenizer, max_positions=positions).eval()
+    return model, tokenizer, "random tiny qwen2-base"
 
 
 def generated_tokens(completions: torch.Tensor, eos_token_id: int) -> int:
@@ -59,8 +73,9 @@ def run_generate(model, tokenizer, prompts: list[str], args: argparse.Namespace,
         out = model.generate(
             **enc,
             max_new_tokens=args.max_new_tokens,
+            min_new_tokens=args.max_new_tokens if args.full_length else 0,
             do_sample=True,
-            temperature=1.0,
+            temperature=args.temperature,
             top_k=0,
             top_p=1.0,
             pad_token_id=tokenizer.pad_token_id,
@@ -71,11 +86,14 @@ def run_generate(model, tokenizer, prompts: list[str], args: argparse.Namespace,
 
 
 def run_psnlib(model, tokenizer, prompts: list[str], args: argparse.Namespace, seed: int) -> int:
-    samples = sample_prompts(
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    samples = sample_tokens(
         model,
-        tokenizer,
-        prompts,
+        ids,
         args.samples,
+        eos_token_id=len(tokenizer) if args.full_length else tokenizer.eos_token_id,  # none ends
+        pad_token_id=tokenizer.pad_token_id,
+        temperature=args.temperature,
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
         seed=seed,
@@ -114,22 +132,36 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024, help="rows decoded together")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--policy", help="a saved policy directory (default: see load_model)")
+    parser.add_argument("--random", action="store_true", help="a random policy: high entropy")
+    parser.add_argument(
+        "--full-length", action="store_true", help="no row ends before --max-new-tokens"
+    )
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time by process CPU time, not wall time"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, tokenizer, policy = load_model()
+    model, tokenizer, policy = load_model(args)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     prompts = list(load_benchmark(MAIN_BENCHMARK, args.problems, seed=0)["prompt"])
     rows = args.problems * args.samples
     print(f"{policy}, {count_parameters(model):,} parameters, {rows} rows, {args.threads} threads")
-    print(f"batches of {args.batch_size} rows")
+    print(
+        f"batches of {args.batch_size} rows, temperature {args.temperature}, up to "
+        f"{args.max_new_tokens} new tokens{' (full length)' if args.full_length else ''}, "
+        f"{'CPU' if args.cpu_time else 'wall'} time"
+    )
 
     runs = {"generate": run_generate, "psnlib": run_psnlib}
     rates: dict[str, list[float]] = {k: [] for k in runs}
     lengths: dict[str, list[float]] = {k: [] for k in runs}
     for r in range(args.rounds):
         for name in list(runs)[r % 2 :] + list(runs)[: r % 2]:  # alternate who goes first
-            start = time.perf_counter()
+            start = clock()
             tokens = runs[name](model, tokenizer, prompts, args, r)
-            seconds = time.perf_counter() - start
+            seconds = clock() - start
             rates[name].append(tokens / seconds)
             lengths[name].append(tokens / rows)
             print(f"  round {r} {name:>8}: {tokens / seconds:8.0f} tokens/s ({seconds:.1f} s)")

@@ -3,6 +3,7 @@ seeds, log-probs, bad input; vLLM when installed."""
 
 import pytest
 import torch
+from torch import is_inference_mode_enabled as is_inference
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
@@ -234,6 +235,42 @@ def test_sample_rows_takes_a_count_per_prompt(policy):
         assert s.tokens[r, : s.lengths[r]].tolist() == want
     same = sample_rows(model, ids, [4, 4, 4], **kwargs)
     assert torch.equal(same.tokens.view(3, 4, 10), sample_tokens(model, ids, 4, **kwargs).tokens)
+
+
+def test_decoding_keeps_no_autograd_state_and_returns_plain_tensors(policy):
+    """Every forward runs under inference mode (no autograd bookkeeping), with the numbers of a
+    no_grad decode, bit for bit; the samples come back as ordinary tensors."""
+    model, tok = policy
+    ids = ids_of(tok, PROMPTS[:3])
+    kwargs = dict(eos_token_id=2, max_new_tokens=12, batch_size=8, seed=3, with_stats=True)
+    modes = []
+    s = sample_rows(
+        model,
+        ids,
+        [6, 3, 5],
+        progress=False,
+        route=lambda _: modes.append(is_inference()),
+        **kwargs,
+    )
+    assert modes and all(modes)
+    with torch.no_grad():
+        want = sampling._decode(
+            model,
+            ids,
+            [6, 3, 5],
+            pad_token_id=2,
+            temperature=1.0,
+            progress=False,
+            route=None,
+            **{**kwargs, "eos_token_id": [2]},
+        )
+    for got, expected in zip(
+        (s.tokens, s.lengths, s.logprobs, s.entropies),
+        (want.tokens, want.lengths, want.logprobs, want.entropies),
+        strict=True,
+    ):
+        assert not got.is_inference() and torch.equal(got, expected)
+    s.tokens[0, 0] = 1  # ordinary tensors: in-place updates are allowed
 
 
 def test_route_sees_the_prompt_of_every_row_of_every_forward(policy, prompt_attention):
