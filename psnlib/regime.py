@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib import experiments
 from psnlib.claims import CLAIMS
 from psnlib.evaluate import evaluate_policy
 from psnlib.io import atomic_write_json
@@ -32,7 +31,6 @@ from psnlib.noise import NoiseConfig, perturbed
 from psnlib.profiles import Profile, get_profile
 from psnlib.results import check_claim
 from psnlib.tasks import load_benchmark
-from psnlib.variants import compare
 
 
 @dataclass(frozen=True)
@@ -151,20 +149,6 @@ def gate_values(
         "weak_pass1_ratio": _pass1(testbed, "weak", main) / base,
         "prefix_completable": float(weak_rows["completable"].iloc[0]),
     }
-
-
-def measure_gates(profile: str | Profile, seeds: tuple[int, ...] | None = None) -> dict:
-    """``gate_values`` at ``profile`` from the experiments (trained and evaluated now if not
-    cached; the runs are the ones notebooks 01, 02, 03 and 09 share): the base and weak policies
-    on the main benchmark, base vs GRPO and the PSN fixed runs at ``seeds`` (default the
-    profile's main seeds), the weak policy's prefixes at the first seed."""
-    profile = get_profile(profile)
-    seeds = tuple(seeds or profile.seeds)
-    testbed = experiments.testbed(profile, (main_benchmark(profile),))["curves"]
-    narrowing = experiments.rl_narrows_coverage(profile, seeds)
-    psn_logs = compare(profile, [experiments.PSN], seeds, progress=False)["logs"]
-    quality = experiments.prefix_quality_table(profile, seeds[0])
-    return gate_values(profile, testbed, narrowing, psn_logs, quality)
 
 
 def gate_table(values: dict[str, float | None]) -> pd.DataFrame:
