@@ -5,10 +5,13 @@ Trains one tiny policy by SFT (psnlib.pretrain's recipe: AdamW, linear warm-up, 
 ``--problems`` problems of each benchmark at temperature 1 and prints pass@1 (the share of
 correct samples) and the verifier's reasons for the wrong ones. Intermediate evaluations are
 mid-schedule (the learning rate has not decayed yet), so they under-state what a run of that
-many steps would reach. ``--save DIR`` keeps the final model (e.g. for psnlib.regime's sigma
-calibration).
+many steps would reach. Besides the verifier's reasons (shares of all samples):
+``forced_last_step`` (the first error is in the last step, which writes the target as a wrong
+result) and ``alive_before_last`` (the chain before its last step can still reach the target).
+``--save DIR`` keeps the final model (e.g. for psnlib.calibrate); ``--load DIR`` evaluates one.
 
     OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --steps 4800 --eval-every 800
+    OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --load DIR --samples 64
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
-from psnlib.models import build_tokenizer, save_policy, tiny_policy
+from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
 from psnlib.pretrain import IGNORE, encode_sft, lr_at
 from psnlib.sampling import generate_samples
 from psnlib.tasks import load_benchmark, sft_corpus
 from psnlib.tasks.countdown import Problem, verify
+from psnlib.weak_prefix import complete_prefix
 
 
 def pass1(model, tokenizer, benchmarks: list[str], problems: int, samples: int) -> dict:
@@ -39,8 +43,19 @@ def pass1(model, tokenizer, benchmarks: list[str], problems: int, samples: int) 
         reasons: Counter[str] = Counter()
         for row, completions in zip(data, texts, strict=True):
             problem = Problem(tuple(row["numbers"]), row["target"])
-            reasons.update(verify(problem, t).reason for t in completions)
-        total = sum(reasons.values())
+            for text in completions:
+                verdict = verify(problem, text)
+                reasons[verdict.reason] += 1
+                steps = text.split(",")
+                # a wrong result written where the target belongs: a "forced" last step
+                last = verdict.reason == "bad_arithmetic" and verdict.first_error == len(steps) - 1
+                reasons["forced_last_step"] += last and steps[-1].endswith(f"={problem.target}")
+                # the chain up to its last step could still reach the target
+                head = ",".join(steps[:-1]) + ","
+                reasons["alive_before_last"] += len(steps) > 1 and bool(
+                    complete_prefix(problem, head)
+                )
+        total = len(data) * samples
         out[name] = {"pass1": reasons["ok"] / total} | {
             k: round(v / total, 4) for k, v in reasons.items() if k != "ok"
         }
@@ -63,9 +78,14 @@ def main() -> None:
     parser.add_argument("--benchmarks", default="countdown-l3")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--save", default=None)
+    parser.add_argument("--load", default=None, help="evaluate a saved policy, train nothing")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     benchmarks = args.benchmarks.split(",")
+    if args.load:
+        model, tokenizer = load_policy(args.load, dtype=torch.float32)
+        print(json.dumps(pass1(model.eval(), tokenizer, benchmarks, args.problems, args.samples)))
+        return
     start = time.perf_counter()
     tokenizer = build_tokenizer()
     model = tiny_policy(args.family, args.size, tokenizer, seed=args.seed)
