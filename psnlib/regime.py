@@ -107,6 +107,11 @@ def _pass1(curves: pd.DataFrame, policy: str, benchmark: str) -> float:
     return float(rows["pass_at_k"].mean())
 
 
+def _ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when ``b`` is 0 (a base policy that never solves: the gate cannot hold)."""
+    return a / b if b else float("nan")
+
+
 def _median(logs: pd.DataFrame, column: str) -> float:
     """Median of a training-log column over steps and seeds (NaN when never logged)."""
     values = logs[column].dropna() if column in logs else pd.Series(dtype=float)
@@ -139,14 +144,14 @@ def gate_values(
     ]
     if len(weak_rows) != 1:
         raise ValueError("prefix_quality needs one row with truncation 'entropy', source 'weak'")
-    grpo_base = _pass1(narrowing["curves"], "base", main)
+    grpo, grpo_base = (_pass1(narrowing["curves"], p, main) for p in ("GRPO", "base"))
     return {
         "base_pass1": base,
-        "grpo_pass1_gain": _pass1(narrowing["curves"], "GRPO", main) / grpo_base,
+        "grpo_pass1_gain": _ratio(grpo, grpo_base),
         "narrowing_lo": float(narrows["lo"]),
         "psn_kl_per_token": _median(psn_logs, "psn/kl_proxy"),
         "tis_ess": _median(psn_logs, "tis/ess"),
-        "weak_pass1_ratio": _pass1(testbed, "weak", main) / base,
+        "weak_pass1_ratio": _ratio(_pass1(testbed, "weak", main), base),
         "prefix_completable": float(weak_rows["completable"].iloc[0]),
     }
 

@@ -180,6 +180,10 @@ def test_gate_values_from_hand_made_tables():
         "smoke", testbed, {"curves": curves, "problems": problems}, logs[[]], quality
     )
     assert math.isnan(no_logs["psn_kl_per_token"]) and math.isnan(no_logs["tis_ess"])
+    never = testbed.assign(pass_at_k=0.0)  # a base policy that never solves: no ratio, no pass
+    ratio = gate_values("smoke", never, {"curves": curves, "problems": problems}, logs, quality)
+    assert math.isnan(ratio["weak_pass1_ratio"]) and ratio["base_pass1"] == 0.0
+    assert not gate_table(ratio).set_index("gate").loc["weak_pass1_ratio", "pass"]
 
 
 def test_noise_is_compared_with_temperature_at_equal_pass1():
