@@ -26,7 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.noise import NoiseConfig, check_sigma, perturbed, target_parameters
 from psnlib.sampling import Samples, sample_prompts
-from psnlib.tis import kl_proxy
+from psnlib.tis import kl_proxy, tis_weights
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Calibration:
     c: float  # fitted KL per token = c * sigma ** b
     b: float  # fitted exponent: ~2 where the noise is a small perturbation
     weight_rms: float  # RMS of the perturbed weights
-    points: pd.DataFrame  # per measured sigma: sigma, sigma_over_rms, kl, kl_proxy, tokens
+    points: pd.DataFrame  # per sigma: sigma, sigma_over_rms, kl, kl_proxy, tis_ess, tokens
 
     def sigma_for(self, kl: float) -> float:
         """The sigma the fit gives for another per-token KL."""
@@ -88,11 +88,13 @@ def kl_at_sigma(
 
     ``kl_proxy`` is the trainer's estimate (``psnlib.tis.kl_proxy``: the log-ratio of the sampled
     tokens); ``kl`` is its conditional expectation, the exact KL of the next-token distributions
-    at the same positions: same mean, far less Monte-Carlo noise. ``tokens``: how many.
+    at the same positions: same mean, far less Monte-Carlo noise. ``tis_ess``: the normalised
+    effective sample size of the token-level TIS weights (cap 10) over all those tokens, the
+    trainer's ``tis/ess``. ``tokens``: how many.
     """
     check_sigma(sigma)
     ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    kl = proxy = 0.0
+    kl = proxy = w_sum = w_squares = 0.0
     tokens = 0
     for index in range(draws):
         config = NoiseConfig(sigma=sigma, targets=targets, seed=seed)
@@ -115,9 +117,12 @@ def kl_at_sigma(
         kl += per_position[mask].sum().item()
         sampled = clean.gather(-1, samples.tokens[..., None])[..., 0]  # (P, n, L)
         proxy += kl_proxy(sampled, samples.logprobs, mask).item() * count
+        w = tis_weights(sampled, samples.logprobs, mask)[mask]  # (N,) min(pi_clean / pi_noisy, C)
+        w_sum, w_squares = w_sum + w.sum().item(), w_squares + w.square().sum().item()
         tokens += count
-    tokens_ = max(tokens, 1)
-    return {"kl": kl / tokens_, "kl_proxy": proxy / tokens_, "tokens": tokens}
+    n = max(tokens, 1)
+    ess = w_sum**2 / (n * w_squares) if w_squares else 1.0
+    return {"kl": kl / n, "kl_proxy": proxy / n, "tis_ess": ess, "tokens": tokens}
 
 
 def calibrate_sigma(

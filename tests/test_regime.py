@@ -203,3 +203,23 @@ def test_noise_is_compared_with_temperature_at_equal_pass1():
     assert table["temperature pass@16"].iloc[0] == pytest.approx(0.65)
     assert table["gain"].iloc[0] == pytest.approx(0.10)
     assert math.isnan(table["gain"].iloc[1])
+
+
+def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
+    from psnlib.models import build_tokenizer, tiny_policy
+    from psnlib.regime import premise_check
+
+    tokenizer = build_tokenizer()
+    model = tiny_policy("qwen2", "smoke", tokenizer, seed=0).eval()
+    with pytest.raises(ValueError, match="draws must divide eval_samples"):
+        premise_check(model, tokenizer, "smoke", (0.01,), (1.0,), draws=3)
+    curves = premise_check(model, tokenizer, "smoke", (0.01, 0.02), (1.0, 1.5), draws=4)
+    assert list(curves.columns) == ["knob", "value", "benchmark", "k", "pass_at_k", "lo", "hi"]
+    assert list(zip(curves["knob"], curves["value"], curves["k"], strict=True)) == [
+        (knob, value, k)
+        for knob, values in (("noise", (0.01, 0.02)), ("temperature", (1.0, 1.5)))
+        for value in values
+        for k in (1, 16)
+    ]
+    assert set(curves["benchmark"]) == {"countdown-l3"}
+    assert ((curves["lo"] <= curves["pass_at_k"]) & (curves["pass_at_k"] <= curves["hi"])).all()
