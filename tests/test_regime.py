@@ -223,3 +223,16 @@ def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
     ]
     assert set(curves["benchmark"]) == {"countdown-l3"}
     assert ((curves["lo"] <= curves["pass_at_k"]) & (curves["pass_at_k"] <= curves["hi"])).all()
+
+
+def test_the_regime_notebook_runs_after_the_testbed_and_before_the_claims():
+    from pathlib import Path
+
+    from psnlib.reproduce import notebook_paths
+
+    stems = [p.stem for p in notebook_paths(Path(__file__).resolve().parent.parent / "notebooks")]
+    assert (
+        stems.index("01_testbed")
+        < stems.index("01b_regime")
+        < stems.index("02_rl_narrows_coverage")
+    )
