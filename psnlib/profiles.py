@@ -168,7 +168,8 @@ _CPU = Profile(
     ),
     psn_sigma=0.011,  # KL ~0.004 per token on the 4800-step base and its GRPO checkpoint
     # KL 0.002, 0.004, 0.008 per token on the GRPO checkpoint (sigma 0.0080, 0.0109, 0.0148): the
-    # sweep spans the papers' band instead of 0.001-0.01 (KL ~5e-5 to ~4e-3 on the 1600-step base)
+    # sweep spans the papers' band (the old 0.003 and 0.01 gave 3.8e-4 and 4.4e-3 per token on the
+    # 1600-step base, DESIGN.md section 7)
     sigma_sweep=(0.008, 0.011, 0.015),
     # Half the default batch: 80 steps of 16 prompts x 8 keep the whole reproduction (36 RL runs,
     # 122 evaluations) within 3 hours on 2 cores. At 32 prompts, the runs' own records, the SFT
