@@ -62,7 +62,7 @@ def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Pat
 
 def notebook_paths(notebooks_dir: Path, only: list[str] | None = None) -> list[Path]:
     """Notebooks in run order (by name); ``only`` keeps those whose stem contains any given word."""
-    paths = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    paths = sorted(notebooks_dir.glob("[0-9][0-9]*_*.ipynb"))  # 01_, 01b_, 02_, ...
     if only:
         paths = [p for p in paths if any(word in p.stem for word in only)]
         if not paths:

@@ -1,0 +1,135 @@
+"""Regime probes (issue 16): how SFT length, data and size move a tiny policy's pass@1.
+
+Trains one tiny policy by SFT (psnlib.pretrain's recipe: AdamW, linear warm-up, cosine decay to
+10% over ``--steps``), and every ``--eval-every`` steps samples ``--samples`` completions of
+``--problems`` problems of each benchmark at temperature 1 and prints pass@1 (the share of
+correct samples) and the verifier's reasons for the wrong ones. Intermediate evaluations are
+mid-schedule (the learning rate has not decayed yet), so they under-state what a run of that
+many steps would reach. Besides the verifier's reasons (shares of all samples):
+``forced_last_step`` (the first error is in the last step, which writes the target as a wrong
+result) and ``alive_before_last`` (the chain before its last step can still reach the target).
+``--save DIR`` keeps the final model (e.g. for psnlib.calibrate); ``--load DIR`` evaluates one.
+
+    OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --steps 4800 --eval-every 800
+    OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --load DIR --samples 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
+from psnlib.pretrain import IGNORE, encode_sft, lr_at
+from psnlib.sampling import generate_samples
+from psnlib.tasks import load_benchmark, sft_corpus
+from psnlib.tasks.countdown import Problem, verify
+from psnlib.weak_prefix import complete_prefix
+
+
+def pass1(model, tokenizer, benchmarks: list[str], problems: int, samples: int) -> dict:
+    """pass@1 and wrong-answer reasons per benchmark (evaluation seed 0, as the notebooks)."""
+    out = {}
+    for name in benchmarks:
+        data = load_benchmark(name, problems, seed=0)
+        texts = generate_samples(
+            model, tokenizer, list(data["prompt"]), samples, max_new_tokens=48, progress=False
+        )
+        reasons: Counter[str] = Counter()
+        for row, completions in zip(data, texts, strict=True):
+            problem = Problem(tuple(row["numbers"]), row["target"])
+            for text in completions:
+                verdict = verify(problem, text)
+                reasons[verdict.reason] += 1
+                steps = text.split(",")
+                # a wrong result written where the target belongs: a "forced" last step
+                last = verdict.reason == "bad_arithmetic" and verdict.first_error == len(steps) - 1
+                reasons["forced_last_step"] += last and steps[-1].endswith(f"={problem.target}")
+                # the chain up to its last step could still reach the target
+                head = ",".join(steps[:-1]) + ","
+                reasons["alive_before_last"] += len(steps) > 1 and bool(
+                    complete_prefix(problem, head)
+                )
+        total = len(data) * samples
+        out[name] = {"pass1": reasons["ok"] / total} | {
+            k: round(v / total, 4) for k, v in reasons.items() if k != "ok"
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", default="qwen2")
+    parser.add_argument("--size", default="base")
+    parser.add_argument("--style", default="uniform")
+    parser.add_argument("--steps", type=int, default=1600)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--examples", type=int, default=0, help="0: steps x batch (one epoch)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-every", type=int, default=400)
+    parser.add_argument("--problems", type=int, default=100)
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--benchmarks", default="countdown-l3")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--save", default=None)
+    parser.add_argument("--load", default=None, help="evaluate a saved policy, train nothing")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    benchmarks = args.benchmarks.split(",")
+    if args.load:
+        model, tokenizer = load_policy(args.load, dtype=torch.float32)
+        print(json.dumps(pass1(model.eval(), tokenizer, benchmarks, args.problems, args.samples)))
+        return
+    start = time.perf_counter()
+    tokenizer = build_tokenizer()
+    model = tiny_policy(args.family, args.size, tokenizer, seed=args.seed)
+    corpus = sft_corpus(args.examples or args.steps * args.batch, seed=args.seed, style=args.style)
+    input_ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
+    print(f"corpus {len(corpus)} examples in {time.perf_counter() - start:.0f} s", flush=True)
+    torch.manual_seed(args.seed)
+    g = torch.Generator().manual_seed(args.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    order, cursor, losses, train_s = torch.randperm(len(input_ids), generator=g), 0, [], 0.0
+    for step in range(1, args.steps + 1):
+        tick = time.perf_counter()
+        model.train()
+        if cursor + args.batch > len(order):
+            order, cursor = torch.randperm(len(input_ids), generator=g), 0
+        idx = order[cursor : cursor + args.batch]
+        cursor += args.batch
+        x, y = input_ids[idx], labels[idx]  # (B, L)
+        width = int((y != IGNORE).any(0).nonzero().max()) + 1
+        x, y = x[:, :width], y[:, :width]
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step - 1, args.steps, args.lr)
+        logits = model(input_ids=x).logits[:, :-1]  # (B, L-1, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        train_s += time.perf_counter() - tick
+        if step % args.eval_every == 0 or step == args.steps:
+            model.eval()
+            tick = time.perf_counter()
+            result = pass1(model, tokenizer, benchmarks, args.problems, args.samples)
+            record = {
+                "step": step,
+                "loss": round(sum(losses[-100:]) / len(losses[-100:]), 4),
+                "train_s": round(train_s, 1),
+                "eval_s": round(time.perf_counter() - tick, 1),
+            }
+            print(json.dumps(record | result), flush=True)
+    if args.save:
+        save_policy(model.eval(), tokenizer, args.save, meta={"probe": vars(args)})
+
+
+if __name__ == "__main__":
+    main()

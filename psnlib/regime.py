@@ -1,0 +1,286 @@
+"""Regime gates: is the testbed where the papers operate? Measured before any claim is run.
+
+A replication on a tiny testbed earns trust only where each method acts as it does in the
+papers: the base policy solves a fair share of the main benchmark, RL lifts pass@1 and narrows
+pass@256, the noise moves the policy by the papers' per-token KL, TIS weights differ from 1, and
+the weak policy is a real (weaker) solver whose prefixes stay completable. ``GATES`` holds each
+gate's meaning and threshold; ``gate_values`` computes the numbers from the experiments' tables;
+``gate_table`` sets each beside its threshold, ``regime_summary`` says PASS or FAIL (naming
+every failed gate; a gate not measured fails) and ``write_regime`` writes
+``figures/<profile>/regime.json``.
+
+``premise_check`` is the cheap check that comes before training arms: on an RL-trained policy,
+does sampling-time noise reach a higher pass@k than temperature at the same pass@1?
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from psnlib.claims import CLAIMS
+from psnlib.evaluate import evaluate_policy
+from psnlib.io import atomic_write_json
+from psnlib.metrics import bootstrap_ci
+from psnlib.noise import NoiseConfig, perturbed
+from psnlib.profiles import Profile, get_profile
+from psnlib.results import check_claim
+from psnlib.tasks import load_benchmark
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """An interval ``lo .. hi`` (either end may be open-ended, None) that a gate's value must
+    lie in; ``strict`` ends exclude the bound itself."""
+
+    lo: float | None = None
+    hi: float | None = None
+    strict: bool = False
+
+    def holds(self, value: float | None) -> bool:
+        """Whether ``value`` lies in the interval; a missing or NaN value never does."""
+        if value is None or not math.isfinite(value):
+            return False
+        above = self.lo is None or (value > self.lo if self.strict else value >= self.lo)
+        below = self.hi is None or (value < self.hi if self.strict else value <= self.hi)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            return f"{self.lo:g}-{self.hi:g}"
+        if self.lo is not None:
+            return f"{'>' if self.strict else '>='} {self.lo:g}"
+        return f"{'<' if self.strict else '<='} {self.hi:g}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One number the regime needs, what it means, and where it must lie."""
+
+    meaning: str
+    threshold: Threshold
+
+
+# The papers' regime (issue 16; DESIGN.md section 7). The same at every profile: a profile whose
+# policies are not in it (smoke: seconds of SFT) fails its gates, and says so.
+GATES: dict[str, Gate] = {
+    "base_pass1": Gate("base pass@1, main benchmark (a fraction)", Threshold(0.10, 0.40)),
+    "grpo_pass1_gain": Gate(
+        "GRPO pass@1 / base pass@1, main benchmark, mean over seeds", Threshold(lo=1.3)
+    ),
+    "narrowing_lo": Gate(
+        "lower end of the 95% interval of base - GRPO pass@max (points, in-distribution mean)",
+        Threshold(lo=0.0, strict=True),
+    ),
+    "psn_kl_per_token": Gate(
+        "median per-token KL proxy of the PSN fixed runs", Threshold(0.002, 0.008)
+    ),
+    "tis_ess": Gate(
+        "median TIS effective-sample-size fraction of the PSN fixed runs",
+        Threshold(hi=0.995, strict=True),
+    ),
+    "weak_pass1_ratio": Gate("weak pass@1 / base pass@1, main benchmark", Threshold(0.3, 0.8)),
+    "prefix_completable": Gate(
+        "share of the weak policy's entropy-cut prefixes still completable (exact)",
+        Threshold(lo=0.4),
+    ),
+}
+
+
+# RESULTS.md's "RL narrows pass@k at large k": base minus GRPO pass@max, in-distribution mean,
+# t-interval over the seeds (paired bootstrap over problems with one seed)
+(NARROWING,) = [
+    c for c in CLAIMS if (c.experiment, c.ours, c.theirs) == ("rl_narrows_coverage", "base", "GRPO")
+]
+
+
+def main_benchmark(profile: str | Profile) -> str:
+    """The profile's main benchmark: the first ablation benchmark (countdown-l3 on the testbed)."""
+    return get_profile(profile).ablation_benchmarks[0]
+
+
+def _pass1(curves: pd.DataFrame, policy: str, benchmark: str) -> float:
+    """Mean over seeds of a policy's pass@1 on one benchmark, from a curves table."""
+    rows = curves[(curves["policy"] == policy) & (curves["benchmark"] == benchmark)]
+    rows = rows[rows["k"] == 1]
+    if rows.empty:
+        have = sorted(set(zip(curves["policy"], curves["benchmark"], strict=True)))
+        raise ValueError(f"no pass@1 of {policy!r} on {benchmark!r}; have {have}")
+    return float(rows["pass_at_k"].mean())
+
+
+def _ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when ``b`` is 0 (a base policy that never solves: the gate cannot hold)."""
+    return a / b if b else float("nan")
+
+
+def _median(logs: pd.DataFrame, column: str) -> float:
+    """Median of a training-log column over steps and seeds (NaN when never logged)."""
+    values = logs[column].dropna() if column in logs else pd.Series(dtype=float)
+    return float(values.median()) if len(values) else float("nan")
+
+
+def gate_values(
+    profile: str | Profile,
+    testbed: pd.DataFrame,
+    narrowing: dict[str, pd.DataFrame],
+    psn_logs: pd.DataFrame,
+    prefix_quality: pd.DataFrame,
+) -> dict[str, float]:
+    """Every gate's value (a key of ``GATES``) from the experiments' tables.
+
+    ``testbed``: ``psnlib.experiments.testbed``'s curves (policies ``base`` and ``weak`` on the
+    main benchmark); ``narrowing``: ``rl_narrows_coverage``'s tables (``curves`` and
+    ``problems`` of the base policy and GRPO at the main seeds); ``psn_logs``: the PSN fixed
+    runs' training logs (``psn/kl_proxy``, ``tis/ess``); ``prefix_quality``:
+    ``prefix_quality_table`` (the row of entropy cuts of the weak policy's chains).
+    """
+    profile = get_profile(profile)
+    main = main_benchmark(profile)
+    base = _pass1(testbed, "base", main)
+    narrows = check_claim(NARROWING, narrowing["problems"], profile)  # base - GRPO, pass@max
+    weak_rows = prefix_quality[
+        (prefix_quality["truncation"] == "entropy") & (prefix_quality["source"] == "weak")
+    ]
+    if len(weak_rows) != 1:
+        raise ValueError("prefix_quality needs one row with truncation 'entropy', source 'weak'")
+    grpo, grpo_base = (_pass1(narrowing["curves"], p, main) for p in ("GRPO", "base"))
+    return {
+        "base_pass1": base,
+        "grpo_pass1_gain": _ratio(grpo, grpo_base),
+        "narrowing_lo": float(narrows["lo"]),
+        "psn_kl_per_token": _median(psn_logs, "psn/kl_proxy"),
+        "tis_ess": _median(psn_logs, "tis/ess"),
+        "weak_pass1_ratio": _ratio(_pass1(testbed, "weak", main), base),
+        "prefix_completable": float(weak_rows["completable"].iloc[0]),
+    }
+
+
+def gate_table(values: dict[str, float | None]) -> pd.DataFrame:
+    """One row per gate, in ``GATES`` order: gate, value, threshold, pass, meaning. A gate
+    missing from ``values`` (or None / NaN) is "not measured" and does not pass."""
+    unknown = sorted(set(values) - set(GATES))
+    if unknown:
+        raise ValueError(f"unknown regime gate(s) {unknown}; allowed: {list(GATES)}")
+    rows = []
+    for key, gate in GATES.items():
+        value = values.get(key)
+        value = None if value is None or not math.isfinite(value) else float(value)
+        rows.append(
+            {
+                "gate": key,
+                "value": value,
+                "threshold": str(gate.threshold),
+                "pass": gate.threshold.holds(value),
+                "meaning": gate.meaning,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def regime_summary(table: pd.DataFrame, profile: str) -> str:
+    """One line: ``REGIME PASS`` if every gate holds, else ``REGIME FAIL`` with each failed gate,
+    its value (or "not measured") and what it needs."""
+    failed = table[~table["pass"].astype(bool)]
+    if failed.empty:
+        return f"REGIME PASS at profile {profile}: all {len(table)} gates hold"
+    parts = [
+        f"{r.gate} = {'not measured' if r.value is None or pd.isna(r.value) else f'{r.value:.4g}'}"
+        f" (needs {r.threshold})"
+        for r in failed.itertuples()
+    ]
+    return (
+        f"REGIME FAIL at profile {profile}: {len(failed)} of {len(table)} gates fail: "
+        + "; ".join(parts)
+    )
+
+
+def write_regime(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the gates as JSON, exactly one key per gate: ``{"value", "threshold", "pass"}``."""
+    if list(table["gate"]) != list(GATES):
+        raise ValueError(f"the table must hold the gates {list(GATES)}, got {list(table['gate'])}")
+    data = {
+        r["gate"]: {
+            "value": None if r["value"] is None or pd.isna(r["value"]) else float(r["value"]),
+            "threshold": r["threshold"],
+            "pass": bool(r["pass"]),
+        }
+        for r in table.to_dict("records")
+    }
+    return atomic_write_json(path, data)
+
+
+def premise_check(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    profile: str | Profile,
+    sigmas: tuple[float, ...],
+    temperatures: tuple[float, ...],
+    draws: int = 4,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """pass@1 and pass@max on the main benchmark of ``model`` (an RL-trained policy) sampled
+    under MLP noise of each sigma (``draws`` independent draws, ``eval_samples / draws`` samples
+    each, pooled) and at each temperature (clean weights).
+
+    Returns curves: knob ("noise" | "temperature"), value, benchmark, k (1 and the profile's
+    largest), pass_at_k and its bootstrap interval over problems (lo, hi). ``at_equal_pass1``
+    compares the two knobs at the same pass@1.
+    """
+    profile = get_profile(profile)
+    if draws < 1 or profile.eval_samples % draws:
+        raise ValueError(f"draws must divide eval_samples ({profile.eval_samples}), got {draws}")
+    benchmark = main_benchmark(profile)
+    dataset = load_benchmark(benchmark, profile.eval_problems, seed=0)
+    ks = (1, profile.ks[-1])
+    curves = []
+    for knob, values in (("noise", sigmas), ("temperature", temperatures)):
+        for value in values:
+            sigma, repeats = (value, draws) if knob == "noise" else (0.0, 1)
+            temperature = value if knob == "temperature" else profile.eval_temperature
+            correct = np.zeros(len(dataset), dtype=int)  # (P,) pooled over the draws
+            for index in range(repeats):
+                with perturbed(model, NoiseConfig(sigma=sigma, seed=seed), index=index):
+                    problems, _ = evaluate_policy(
+                        model,
+                        tokenizer,
+                        dataset,
+                        n=profile.eval_samples // repeats,
+                        ks=(1,),
+                        temperature=temperature,
+                        max_new_tokens=profile.max_completion_length,
+                        seed=seed + index,
+                        informativeness_samples=0,
+                        progress=False,
+                    )
+                correct += problems["correct"].to_numpy()
+            curve = bootstrap_ci(profile.eval_samples, correct, ks, seed=seed)
+            curves.append(curve.assign(knob=knob, value=value, benchmark=benchmark))
+    return pd.concat(curves, ignore_index=True)[
+        ["knob", "value", "benchmark", "k", "pass_at_k", "lo", "hi"]
+    ]
+
+
+def at_equal_pass1(premise: pd.DataFrame) -> pd.DataFrame:
+    """Each noise setting of ``premise_check`` beside temperature's pass@max at the same pass@1
+    (linear interpolation along the temperature settings; NaN outside their pass@1 range):
+    columns sigma, pass@1, noise pass@max, temperature pass@max, gain (noise - temperature)."""
+    wide = premise.pivot_table(index=["knob", "value"], columns="k", values="pass_at_k")
+    k = wide.columns.max()
+    temps = wide.loc["temperature"].sort_values(1)
+    noise = wide.loc["noise"]
+    at_t = np.interp(noise[1], temps[1], temps[k], left=np.nan, right=np.nan)
+    return pd.DataFrame(
+        {
+            "sigma": noise.index.to_numpy(),
+            "pass@1": noise[1].to_numpy(),
+            f"noise pass@{k}": noise[k].to_numpy(),
+            f"temperature pass@{k}": at_t,
+            "gain": noise[k].to_numpy() - at_t,
+        }
+    )
