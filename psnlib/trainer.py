@@ -191,35 +191,50 @@ class PSNGRPOTrainer(GRPOTrainer):
         if images is not None or multimodal_fields:
             raise ValueError("PSNGRPOTrainer supports text-only prompts")
         model = self.accelerator.unwrap_model(self.model)
-        pairs = self._clean_pair_prompts(prompt_ids)  # in the same batch, on the clean weights
-        rows = [*prompt_ids, *pairs]
-        noise = self._noise_indices(len(prompt_ids), num_generations).tolist()
-        noise += [CLEAN] * len(pairs)  # (B + pairs,)
+        pairs = self._clean_pair_prompts(prompt_ids)  # Variant II's clean answers
+        noise = self._noise_indices(len(prompt_ids), num_generations).tolist()  # (B,)
         self._metrics["train"]["psn/sigma"].append(self.sigma)
         step = self.state.global_step
-        if self.args.use_vllm:
+        if self.args.use_vllm:  # the pairs ride in the same batch, on the clean weights
+            rows = [*prompt_ids, *pairs]
+            noise_of_rows = noise + [CLEAN] * len(pairs)
             completion_ids, logps = generate_noisy(
-                self.vllm_generation, model, self.noise, step, self.sigma, rows, noise
+                self.vllm_generation, model, self.noise, step, self.sigma, rows, noise_of_rows
             )
             self._last_loaded_step = -1  # vLLM holds noisy weights: a clean generation re-syncs
+            pair_ids = completion_ids[len(prompt_ids) :]
         else:
-            indices = torch.tensor(noise)  # (B + pairs,)
+            indices = torch.tensor(noise)  # (B,)
             with perturbed_rows(model, self.noise, step, indices, self.sigma) as routing:
                 if self.rollout_engine == "generate":
                     with SampledLogps(model, self.temperature) as sampled:
-                        completion_ids, _ = super()._generate_single_turn(rows, *extra)
+                        completion_ids, _ = super()._generate_single_turn(prompt_ids, *extra)
                     logps = sampled.logps(completion_ids)
                 else:
-                    completion_ids, logps = self._sample(model, rows, noise, routing.route)
+                    completion_ids, logps = self._sample(model, prompt_ids, noise, routing.route)
+            # The pairs after the rollouts, on the clean weights and (psnlib engine) from a
+            # stream of their own: the rollouts are the same with or without them.
+            if not pairs:
+                pair_ids = []
+            elif self.rollout_engine == "generate":
+                pair_ids, _ = super()._generate_single_turn(pairs, *extra)
+            else:
+                pair_ids, _ = self._sample(model, pairs, [CLEAN] * len(pairs), None, "pairs")
         if pairs:
-            self._measure_diversity(model, pairs, completion_ids[len(prompt_ids) :])
+            self._measure_diversity(model, pairs, pair_ids)
         return completion_ids[: len(prompt_ids)], logps[: len(prompt_ids)]
 
     def _sample(
-        self, model: nn.Module, rows: list[list[int]], noise: list[int], route: Any
+        self,
+        model: nn.Module,
+        rows: list[list[int]],
+        noise: list[int],
+        route: Any,
+        stream: str = "rollouts",
     ) -> tuple[list[list[int]], list[list[float]]]:
-        """Completions and behaviour log-probs of ``rows`` by ``psnlib.sampling``: the rows of
-        one (prompt, noise index) are samples of one prompt, routed to their noise."""
+        """Completions and behaviour log-probs of ``rows`` by ``psnlib.sampling``, seeded from
+        ``stream``: the rows of one (prompt, noise index) are samples of one prompt, routed to
+        their noise (``route`` None: the model as it is)."""
         keys = [(tuple(ids), k) for ids, k in zip(rows, noise, strict=True)]
         distinct = list(dict.fromkeys(keys))  # (prompt, noise index), first appearance order
         where = {key: i for i, key in enumerate(distinct)}
@@ -227,7 +242,7 @@ class PSNGRPOTrainer(GRPOTrainer):
         for key in keys:
             counts[where[key]] += 1
         noise_of = torch.tensor([k for _, k in distinct], device=model.device)
-        seed = self._rollout_seed()
+        seed = self._rollout_seed(stream)
         samples = sample_rows(
             model,
             [list(ids) for ids, _ in distinct],
@@ -239,7 +254,7 @@ class PSNGRPOTrainer(GRPOTrainer):
             seed=seed + self.accelerator.process_index,
             with_stats=True,
             progress=False,
-            route=lambda prompt: route(noise_of[prompt]),
+            route=None if route is None else lambda prompt: route(noise_of[prompt]),
         )
         first = [sum(counts[:i]) for i in range(len(counts))]  # each key's first sample row
         taken = [0] * len(distinct)
@@ -253,15 +268,16 @@ class PSNGRPOTrainer(GRPOTrainer):
             logps.append(samples.logprobs[r, :length].tolist())
         return completion_ids, logps
 
-    def _rollout_seed(self) -> int:
-        """The sampling seed of this generation, from state a resumed run restores: the global
+    def _rollout_seed(self, stream: str = "rollouts") -> int:
+        """The sampling seed of this generation's ``stream`` (the rollouts, or Variant II's
+        clean pairs), from state a resumed run restores: the global
         step and the micro-step within it. TRL's ``self._step`` counts micro-steps since
         ``train()`` began, so it restarts at 0 on resume; uninterrupted, the index below equals
         it (gradient accumulation constant), so runs keep their rollouts."""
         accumulation = self.args.gradient_accumulation_steps
         micro = self._step % accumulation  # this step's micro-batches before the generation
         index = self.state.global_step * accumulation + micro
-        return noise_seed(self.args.seed, self.state.global_step, index, "rollouts")
+        return noise_seed(self.args.seed, self.state.global_step, index, stream)
 
     def _clean_pair_prompts(self, prompt_ids: list[list[int]]) -> list[list[int]]:
         """The first ``div_fraction`` of the distinct prompts, each twice, if ``d_sem`` is read."""

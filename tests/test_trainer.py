@@ -370,8 +370,9 @@ def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path,
     trainer.state.global_step = 0
     trainer.model.train()
     trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
-    completions, logps = sampled[0]
-    assert len(completions) == 2 * G + 2  # half of the two prompts, answered twice
+    assert len(sampled[0][0]) == 2 * G  # the rollouts, then the pairs on their own stream
+    completions, logps = sampled[1]
+    assert len(completions) == 2  # half of the two prompts, answered twice
     prompt = torch.tensor(build_tokenizer()(PROMPTS[0])["input_ids"])
     certainties = []
     for ids, row_logps in zip(completions[-2:], logps[-2:], strict=True):
@@ -392,6 +393,31 @@ def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path,
         reference.step(d_sem=row["psn/d_sem"], sc=row["psn/sc"])
         assert row["psn/ind"] == pytest.approx(reference.metrics["ind"])
         assert next_row["psn/sigma"] == pytest.approx(reference.sigma)
+
+
+@pytest.mark.parametrize("engine", ["psnlib", "generate"])
+def test_variant_ii_pairs_leave_the_rollouts_unchanged(tmp_path, engine):
+    """Common random numbers: Variant II's clean pairs come after the rollouts, from a stream of
+    their own, so its rollouts are those of the fixed-sigma arm at the same sigma (the smallest an
+    adaptive scheduler starts from: it only multiplies sigma, so 0 is not allowed)."""
+    rollouts = []
+    for scheduler in ("fixed", "diversity"):
+        trainer = make_trainer(
+            tmp_path / scheduler,
+            sigma=1e-6,
+            sigma_scheduler=scheduler,
+            div_similarity="lexical",
+            div_fraction=1.0,
+            rollout_engine=engine,
+        )
+        trainer.state.global_step = 2
+        trainer.model.train()
+        output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
+        rollouts.append((output["completion_ids"], output["sampling_per_token_logps"]))
+        if scheduler == "diversity":
+            assert trainer._signals["d_sem"], "the pairs were sampled"
+    assert torch.equal(rollouts[0][0], rollouts[1][0])
+    torch.testing.assert_close(rollouts[0][1], rollouts[1][1], rtol=0, atol=0)
 
 
 def test_similarity_is_pluggable(tmp_path):
