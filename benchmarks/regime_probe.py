@@ -22,10 +22,9 @@ import time
 from collections import Counter
 
 import torch
-import torch.nn.functional as F
 
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.pretrain import IGNORE, encode_sft, lr_at
+from psnlib.pretrain import encode_sft, sft_train
 from psnlib.sampling import generate_samples
 from psnlib.tasks import load_benchmark, sft_corpus
 from psnlib.tasks.countdown import Problem, verify
@@ -92,41 +91,35 @@ def main() -> None:
     corpus = sft_corpus(args.examples or args.steps * args.batch, seed=args.seed, style=args.style)
     input_ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
     print(f"corpus {len(corpus)} examples in {time.perf_counter() - start:.0f} s", flush=True)
-    torch.manual_seed(args.seed)
-    g = torch.Generator().manual_seed(args.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    order, cursor, losses, train_s = torch.randperm(len(input_ids), generator=g), 0, [], 0.0
-    for step in range(1, args.steps + 1):
+    clock = {"start": time.perf_counter(), "eval_s": 0.0}
+
+    def evaluate(step: int, losses: list[float]) -> None:
+        if step % args.eval_every and step != args.steps:
+            return
+        model.eval()
         tick = time.perf_counter()
-        model.train()
-        if cursor + args.batch > len(order):
-            order, cursor = torch.randperm(len(input_ids), generator=g), 0
-        idx = order[cursor : cursor + args.batch]
-        cursor += args.batch
-        x, y = input_ids[idx], labels[idx]  # (B, L)
-        width = int((y != IGNORE).any(0).nonzero().max()) + 1
-        x, y = x[:, :width], y[:, :width]
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step - 1, args.steps, args.lr)
-        logits = model(input_ids=x).logits[:, :-1]  # (B, L-1, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        train_s += time.perf_counter() - tick
-        if step % args.eval_every == 0 or step == args.steps:
-            model.eval()
-            tick = time.perf_counter()
-            result = pass1(model, tokenizer, benchmarks, args.problems, args.samples)
-            record = {
-                "step": step,
-                "loss": round(sum(losses[-100:]) / len(losses[-100:]), 4),
-                "train_s": round(train_s, 1),
-                "eval_s": round(time.perf_counter() - tick, 1),
-            }
-            print(json.dumps(record | result), flush=True)
+        result = pass1(model, tokenizer, benchmarks, args.problems, args.samples)
+        eval_s = time.perf_counter() - tick
+        record = {
+            "step": step,
+            "loss": round(sum(losses[-100:]) / len(losses[-100:]), 4),
+            "train_s": round(tick - clock["start"] - clock["eval_s"], 1),
+            "eval_s": round(eval_s, 1),
+        }
+        clock["eval_s"] += eval_s
+        print(json.dumps(record | result), flush=True)
+
+    sft_train(
+        model,
+        input_ids,
+        labels,
+        steps=args.steps,
+        batch_size=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        desc="probe SFT",
+        on_step=evaluate,
+    )
     if args.save:
         save_policy(model.eval(), tokenizer, args.save, meta={"probe": vars(args)})
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -70,8 +71,12 @@ def sft_train(
     lr: float,
     seed: int,
     desc: str = "SFT",
+    on_step: Callable[[int, list[float]], None] | None = None,
 ) -> list[float]:
-    """Next-token cross-entropy on the labelled positions; returns the per-step losses."""
+    """Next-token cross-entropy on the labelled positions; returns the per-step losses.
+
+    ``on_step(step, losses)``, if given, runs after each optimizer step (1-based) with the losses
+    so far, e.g. to evaluate along the way; training mode is restored after it."""
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     model.train()
@@ -98,6 +103,9 @@ def sft_train(
         losses.append(loss.item())
         if step % 50 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
+        if on_step is not None:
+            on_step(step + 1, losses)
+            model.train()
     model.eval()
     return losses
 

@@ -76,3 +76,29 @@ def test_bad_specs_fail_before_work(tmp_path, monkeypatch):
         build_policy(PolicySpec(family="gpt", sft_steps=1), root=tmp_path)
     with pytest.raises(ValueError, match="sft_steps"):
         build_policy(PolicySpec(sft_steps=0), root=tmp_path)
+
+
+def test_on_step_sees_every_step_and_leaves_training_as_it_was():
+    """A callback that evaluates along the way (benchmarks/regime_probe.py) changes nothing."""
+    from psnlib.models import tiny_policy
+    from psnlib.pretrain import sft_train
+    from psnlib.tasks import sft_corpus
+
+    tokenizer = build_tokenizer()
+    corpus = sft_corpus(64, seed=0)
+    ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
+    seen = []
+
+    def evaluate(step, losses):
+        seen.append((step, len(losses), model.training))
+        model.eval()  # as an evaluation would
+
+    runs = []
+    for callback in (None, evaluate):
+        model = tiny_policy(size="smoke", tokenizer=tokenizer, seed=0)
+        kwargs = dict(steps=5, batch_size=8, lr=1e-2, seed=0, on_step=callback)
+        runs.append((sft_train(model, ids, labels, **kwargs), model.state_dict()))
+    assert seen == [(s, s, True) for s in range(1, 6)]  # training mode back after each call
+    assert runs[0][0] == runs[1][0]
+    for name, value in runs[0][1].items():
+        assert torch.equal(value, runs[1][1][name]), name
