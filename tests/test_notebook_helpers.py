@@ -114,7 +114,7 @@ def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
     raises = table.loc["RL raises pass@1"]
     assert raises["ours"] == "GRPO 12.5 vs base 25.0 (pass@1)"  # 2/16 vs 4/16
     assert raises["difference [95% CI]"].startswith("-12.5 [")
-    assert raises["verdict"] == "reversed" and raises["seeds"] == len(plan.seeds)
+    assert raises["verdict"] == "contradicted" and raises["seeds"] == len(plan.seeds)
 
 
 def test_paper_beside_ours_takes_another_experiments_claims():
