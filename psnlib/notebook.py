@@ -90,8 +90,8 @@ def paper_beside_ours(
     """Each claim of the papers that ``plan``'s experiment tests (``psnlib.claims``; those of
     the experiment function ``tested_by`` instead, e.g. the main results' claims on an
     ablation's runs), one row: what the paper reports, ours on ``results`` (``plan.run()``'s
-    tables), the difference with its 95% interval and the verdict
-    (``psnlib.results.check_claim``)."""
+    tables), the difference with its 95% interval, the minimum detectable effect at 80% power
+    and the verdict (``psnlib.results.check_claim``)."""
     name = plan.name if tested_by is None else tested_by.__name__
     rows = []
     for claim in (c for c in CLAIMS if c.experiment == name):
@@ -105,6 +105,7 @@ def paper_beside_ours(
                 f"{r['theirs']} {_number(r['value_theirs'], r['statistic'])} ({r['statistic']})",
                 "difference [95% CI]": f"{r['diff']:+.1f}{interval}",
                 "seeds": r["seeds"],
+                "MDE": r["mde"],
                 "verdict": r["verdict"],
             }
         )

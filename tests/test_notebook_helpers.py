@@ -115,6 +115,7 @@ def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
     assert raises["ours"] == "GRPO 12.5 vs base 25.0 (pass@1)"  # 2/16 vs 4/16
     assert raises["difference [95% CI]"].startswith("-12.5 [")
     assert raises["verdict"] == "contradicted" and raises["seeds"] == len(plan.seeds)
+    assert raises["MDE"] == 0.0  # every seed the same difference: no spread
 
 
 def test_paper_beside_ours_takes_another_experiments_claims():
