@@ -134,7 +134,7 @@ def gate_values(
 ) -> dict[str, float]:
     """Every gate's value (a key of ``GATES``) from the experiments' tables.
 
-    ``testbed``: ``psnlib.experiments.testbed``'s curves (policies ``base`` and ``weak`` on the
+    ``testbed``: ``psnlib.probes.testbed``'s curves (policies ``base`` and ``weak`` on the
     main benchmark); ``narrowing``: ``rl_narrows_coverage``'s tables (``curves`` and
     ``problems`` of the base policy and GRPO at the main seeds); ``psn_logs``: the PSN fixed
     runs' training logs (``psn/kl_proxy``, ``tis/ess``); ``prefix_quality``:
