@@ -61,8 +61,8 @@ def verdict(
     if seeds < 2:
         return EXPLORATORY
     if direction == 0:
-        if margin is None or not margin > 0:
-            raise ValueError(f"an 'about equal' claim needs a margin > 0, got {margin}")
+        if margin is None or not margin >= 0:  # 0: a relative margin of a 0 value
+            raise ValueError(f"an 'about equal' claim needs a margin >= 0, got {margin}")
         if -margin <= lo and hi <= margin:
             return REPRODUCED
         return CONTRADICTED if lo > margin or hi < -margin else INCONCLUSIVE

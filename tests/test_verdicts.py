@@ -37,8 +37,13 @@ def test_verdict_words(lo, hi, direction, seeds, effect, margin, expected):
 
 
 def test_about_equal_needs_a_margin_and_directions_are_checked():
-    with pytest.raises(ValueError, match="needs a margin > 0, got None"):
+    with pytest.raises(ValueError, match="needs a margin >= 0, got None"):
         verdict(-1.0, 1.0, 0, 3)
+    with pytest.raises(ValueError, match="needs a margin >= 0, got -1"):
+        verdict(-1.0, 1.0, 0, 3, margin=-1.0)
+    # a share of a 0 value (e.g. pass@1 of a policy that solves nothing) is a margin of 0
+    assert verdict(0.0, 0.0, 0, 3, margin=0.0) == "reproduced"
+    assert verdict(0.0, 0.5, 0, 3, margin=0.0) == "inconclusive"
     with pytest.raises(ValueError, match="direction must be 1"):
         verdict(-1.0, 1.0, -1, 3)
 
