@@ -124,5 +124,8 @@ def test_paper_beside_ours_takes_another_experiments_claims():
     problems = _problems(labels, plan.seeds, plan.benchmarks)
     table = notebook.paper_beside_ours(plan, {"problems": problems}, experiments.main_results)
     assert "Adaptive beats fixed sigma" in table.index
-    with pytest.raises(ValueError, match="no claim of the papers is tested by .*'adaptive_sch"):
-        notebook.paper_beside_ours(plan, {"problems": problems})
+    own = notebook.paper_beside_ours(plan, {"problems": problems})
+    assert list(own.index) == ["Variant I (KL target) raises pass@256"]
+    entropy = experiments.entropy_dynamics("smoke")
+    with pytest.raises(ValueError, match="no claim of the papers is tested by .*'entropy_dyn"):
+        notebook.paper_beside_ours(entropy, {"problems": problems})

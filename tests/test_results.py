@@ -268,3 +268,9 @@ def test_the_discussion_is_computed_from_the_table_not_written_once():
     # nothing of the cpu run's conclusions is printed for another table
     smoke = results_markdown(other, "smoke", timing_summary("/nonexistent.json"))
     assert "Weak prefixes lower coverage here" not in smoke and "*inconclusive*" in smoke
+
+
+def test_claim_names_are_unique():
+    """``judge`` and the notebooks' tables find a claim by its name."""
+    names = [c.name for c in CLAIMS]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
