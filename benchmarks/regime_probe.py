@@ -7,7 +7,8 @@ correct samples) and the verifier's reasons for the wrong ones. Intermediate eva
 mid-schedule (the learning rate has not decayed yet), so they under-state what a run of that
 many steps would reach. Besides the verifier's reasons (shares of all samples):
 ``forced_last_step`` (the first error is in the last step, which writes the target as a wrong
-result) and ``alive_before_last`` (the chain before its last step can still reach the target).
+result) and ``alive_before_last`` (the last attempt before its last step can still reach the
+target).
 ``--save DIR`` keeps the final model (e.g. for psnlib.calibrate); ``--load DIR`` evaluates one.
 
     OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --steps 4800 --eval-every 800
@@ -27,37 +28,50 @@ from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
 from psnlib.pretrain import encode_sft, sft_train
 from psnlib.sampling import generate_samples
 from psnlib.tasks import load_benchmark, sft_corpus
-from psnlib.tasks.countdown import Problem, verify
-from psnlib.weak_prefix import complete_prefix
+from psnlib.tasks.countdown import ATTEMPT_SEP, Problem, final_attempt, verify
+from psnlib.weak_prefix import finish_attempt
 
 
-def pass1(model, tokenizer, benchmarks: list[str], problems: int, samples: int) -> dict:
-    """pass@1 and wrong-answer reasons per benchmark (evaluation seed 0, as the notebooks)."""
+def pass1(
+    model, tokenizer, benchmarks: list[str], problems: int, samples: int, max_new_tokens: int
+) -> dict:
+    """pass@1 and wrong-answer reasons per benchmark (evaluation seed 0, as the notebooks);
+    ``attempts`` and ``chars``: the mean number of attempts and characters per completion."""
     out = {}
     for name in benchmarks:
         data = load_benchmark(name, problems, seed=0)
         texts = generate_samples(
-            model, tokenizer, list(data["prompt"]), samples, max_new_tokens=48, progress=False
+            model,
+            tokenizer,
+            list(data["prompt"]),
+            samples,
+            max_new_tokens=max_new_tokens,
+            progress=False,
         )
         reasons: Counter[str] = Counter()
+        attempts = chars = 0
         for row, completions in zip(data, texts, strict=True):
             problem = Problem(tuple(row["numbers"]), row["target"])
             for text in completions:
                 verdict = verify(problem, text)
                 reasons[verdict.reason] += 1
-                steps = text.split(",")
+                attempts += len(text.strip().split(ATTEMPT_SEP))
+                chars += len(text)
+                steps = final_attempt(text).split(",")
                 # a wrong result written where the target belongs: a "forced" last step
                 last = verdict.reason == "bad_arithmetic" and verdict.first_error == len(steps) - 1
                 reasons["forced_last_step"] += last and steps[-1].endswith(f"={problem.target}")
                 # the chain up to its last step could still reach the target
                 head = ",".join(steps[:-1]) + ","
                 reasons["alive_before_last"] += len(steps) > 1 and bool(
-                    complete_prefix(problem, head)
+                    finish_attempt(problem, head)
                 )
         total = len(data) * samples
-        out[name] = {"pass1": reasons["ok"] / total} | {
-            k: round(v / total, 4) for k, v in reasons.items() if k != "ok"
-        }
+        out[name] = {
+            "pass1": reasons["ok"] / total,
+            "attempts": round(attempts / total, 2),
+            "chars": round(chars / total, 1),
+        } | {k: round(v / total, 4) for k, v in reasons.items() if k != "ok"}
     return out
 
 
@@ -71,6 +85,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--examples", type=int, default=0, help="0: steps x batch (one epoch)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-misses", type=int, default=0, help="search traces (with_misses)")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--eval-every", type=int, default=400)
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("--samples", type=int, default=32)
@@ -83,12 +99,28 @@ def main() -> None:
     benchmarks = args.benchmarks.split(",")
     if args.load:
         model, tokenizer = load_policy(args.load, dtype=torch.float32)
-        print(json.dumps(pass1(model.eval(), tokenizer, benchmarks, args.problems, args.samples)))
+        print(
+            json.dumps(
+                pass1(
+                    model.eval(),
+                    tokenizer,
+                    benchmarks,
+                    args.problems,
+                    args.samples,
+                    args.max_new_tokens,
+                )
+            )
+        )
         return
     start = time.perf_counter()
     tokenizer = build_tokenizer()
     model = tiny_policy(args.family, args.size, tokenizer, seed=args.seed)
-    corpus = sft_corpus(args.examples or args.steps * args.batch, seed=args.seed, style=args.style)
+    corpus = sft_corpus(
+        args.examples or args.steps * args.batch,
+        seed=args.seed,
+        style=args.style,
+        max_misses=args.max_misses,
+    )
     input_ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
     print(f"corpus {len(corpus)} examples in {time.perf_counter() - start:.0f} s", flush=True)
     clock = {"start": time.perf_counter(), "eval_s": 0.0}
@@ -98,7 +130,9 @@ def main() -> None:
             return
         model.eval()
         tick = time.perf_counter()
-        result = pass1(model, tokenizer, benchmarks, args.problems, args.samples)
+        result = pass1(
+            model, tokenizer, benchmarks, args.problems, args.samples, args.max_new_tokens
+        )
         eval_s = time.perf_counter() - tick
         record = {
             "step": step,

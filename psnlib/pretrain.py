@@ -111,10 +111,14 @@ def sft_train(
 
 
 def spec_hash(spec: PolicySpec) -> str:
-    """Short stable hash of everything that determines a built policy."""
-    blob = json.dumps(
-        {"spec": asdict(spec), "charset": CHARSET, "v": CACHE_VERSION}, sort_keys=True
-    )
+    """Short stable hash of everything that determines a built policy.
+
+    Fields added after policies were cached are left out at their defaults, so those policies
+    keep their hashes (``sft_max_misses``)."""
+    settings = asdict(spec)
+    if settings["sft_max_misses"] == 0:
+        del settings["sft_max_misses"]
+    blob = json.dumps({"spec": settings, "charset": CHARSET, "v": CACHE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -135,6 +139,8 @@ def build_policy(
         raise ValueError(
             f"a tiny policy needs sft_steps, sft_batch_size and sft_examples > 0, got {spec}"
         )
+    if spec.sft_max_misses < 0:
+        raise ValueError(f"sft_max_misses={spec.sft_max_misses} is not allowed: use >= 0")
     path = policy_dir(spec, root)
     loaded = None
     if path.exists() and not force:
@@ -144,7 +150,9 @@ def build_policy(
     tokenizer = build_tokenizer()
     model = tiny_policy(spec.family, spec.size, tokenizer, seed=spec.seed)  # validates names
     start = time.perf_counter()
-    corpus = sft_corpus(spec.sft_examples, seed=spec.seed, style=spec.sft_style)
+    corpus = sft_corpus(
+        spec.sft_examples, seed=spec.seed, style=spec.sft_style, max_misses=spec.sft_max_misses
+    )
     input_ids, labels = encode_sft(list(corpus["prompt"]), list(corpus["completion"]), tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)

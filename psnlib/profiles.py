@@ -28,6 +28,8 @@ class PolicySpec:
     sft_style: str = "uniform"  # "uniform" over all correct chains, or "linear" chains only
     sft_examples: int = 100_000  # size of the SFT corpus drawn from the SFT split
     seed: int = 0
+    # search traces: up to this many missed attempts before the chain (countdown.with_misses)
+    sft_max_misses: int = 0
 
 
 # Profile fields that count something: each an integer >= 1.

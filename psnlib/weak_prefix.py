@@ -40,7 +40,14 @@ from psnlib.io import atomic_write_json, data_dir
 from psnlib.pretrain import build_policy
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.sampling import generate_samples
-from psnlib.tasks.countdown import ALL_OPS, Problem, apply_op, chains_by_value, parse_chain
+from psnlib.tasks.countdown import (
+    ALL_OPS,
+    ATTEMPT_SEP,
+    Problem,
+    apply_op,
+    chains_by_value,
+    parse_chain,
+)
 from psnlib.tasks.datasets import step_task, train_problems
 
 CACHE_VERSION = 1  # bump when the recipe changes in a way the cache key does not see
@@ -59,7 +66,8 @@ def _split_after(separator: str) -> Callable[[str], list[str]]:
 
 
 SPLITTERS: dict[str, Callable[[str], list[str]]] = {
-    "countdown": _split_after(","),  # "7*3=21,21+5=26" -> ["7*3=21,", "21+5=26"]
+    # "7*3=21,21+5=26" -> ["7*3=21,", "21+5=26"]; an attempt's end (ATTEMPT_SEP) ends a step too
+    "countdown": _split_after(f"[,{ATTEMPT_SEP}]"),
     "math": _split_after(r"\n+|[.!?](?:\s+|$)"),  # newlines and sentence ends ("3.5" is no end)
 }
 
@@ -340,15 +348,18 @@ def prefix_train_set(
 # ----------------------------------------------------------------------------- prefix quality
 
 
-def complete_prefix(problem: Problem, prefix: str) -> str | None:
-    """A completion ``c`` such that ``prefix + c`` is a correct chain, or None (a dead end).
+def finish_attempt(problem: Problem, prefix: str) -> str | None:
+    """A continuation ``c`` of the prefix's current attempt (the text after its last
+    ``ATTEMPT_SEP``) such that ``prefix + c`` is correct without a new attempt, or None (the
+    attempt is a dead end).
 
-    A prefix is alive when its steps are well-formed, right and use available values, and the
+    The attempt is alive when its steps are well-formed, right and use available values, and the
     values left can still reach the target (exhaustive enumeration, all four ops: the verifier
     accepts "/"). At most 4 values may be left (the enumerator's limit).
     """
-    body = prefix[:-1] if prefix.endswith(",") else prefix
-    if prefix and not prefix.endswith(","):
+    attempt = prefix.rsplit(ATTEMPT_SEP, 1)[-1]
+    body = attempt[:-1] if attempt.endswith(",") else attempt
+    if attempt and not attempt.endswith(","):
         return None  # an unfinished step: no next step can follow without a separator
     try:
         steps = parse_chain(body) if body else []
@@ -364,30 +375,49 @@ def complete_prefix(problem: Problem, prefix: str) -> str | None:
         pool[step.result] += 1
     values = sorted((+pool).elements())
     if len(values) < 2:
-        return None  # the prefix ends with a separator, so at least one more step must follow
+        return None  # the attempt ends with a separator, so at least one more step must follow
     chains = chains_by_value(values, ALL_OPS).get(problem.target)
     return chains[0] if chains else None
 
 
+def complete_prefix(problem: Problem, prefix: str) -> str | None:
+    """A completion ``c`` such that ``prefix + c`` is correct, or None (the problem is unsolvable).
+
+    The prefix's current attempt is finished where it is alive (``finish_attempt``); otherwise
+    the completion abandons it and starts a new attempt (``ATTEMPT_SEP`` + a correct chain):
+    the verifier judges only the last attempt, so every prefix of a solvable problem (at most 4
+    numbers) can be completed.
+    """
+    finish = finish_attempt(problem, prefix)
+    if finish is not None:
+        return finish
+    restart = finish_attempt(problem, "")
+    return None if restart is None else ATTEMPT_SEP + restart
+
+
 def prefix_quality(dataset: Dataset | dict, column: str = "weak_prefix") -> dict[str, float]:
-    """Shares of non-empty prefixes that can still be completed correctly vs dead ends.
+    """Shares of non-empty prefixes that can be completed correctly (``complete_prefix``: with
+    a new attempt if need be) and whose current attempt is still alive (``finish_attempt``: the
+    weak policy's own attempt can be finished), and dead ends (no completion at all).
 
     Needs the Countdown columns ``numbers`` and ``target``. Empty prefixes are counted apart.
     """
-    alive = dead = empty = 0
+    completable = alive = scored = empty = 0
     for numbers, target, prefix in zip(
         dataset["numbers"], dataset["target"], dataset[column], strict=True
     ):
         if not prefix:
             empty += 1
-        elif complete_prefix(Problem(tuple(numbers), target), prefix) is None:
-            dead += 1
-        else:
-            alive += 1
-    scored, n = max(1, alive + dead), alive + dead + empty
+            continue
+        problem = Problem(tuple(numbers), target)
+        scored += 1
+        completable += complete_prefix(problem, prefix) is not None
+        alive += finish_attempt(problem, prefix) is not None
+    n, scored = scored + empty, max(1, scored)
     return {
-        "completable": alive / scored,
-        "dead_end": dead / scored,
+        "completable": completable / scored,
+        "alive": alive / scored,
+        "dead_end": 1 - completable / scored,
         "empty": empty / max(1, n),
         "n": float(n),
     }

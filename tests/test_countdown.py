@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psnlib.tasks.countdown import (
+    ATTEMPT_SEP,
     CHARSET,
     Problem,
     Step,
@@ -23,6 +24,7 @@ from psnlib.tasks.countdown import (
     random_forward_chain,
     random_solution,
     verify,
+    with_misses,
 )
 from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.reward import countdown_reward
@@ -134,22 +136,54 @@ def test_verifier_rejects_unused_numbers_and_wrong_target(numbers, extra):
 @given(
     numbers=numbers_st,
     data=st.data(),
-    mutation=st.sampled_from(["insert_bad", "drop_equals", "double_comma", "inner_space"]),
+    mutation=st.sampled_from(["insert_bad", "drop_equals", "double_comma"]),
 )
 def test_verifier_rejects_malformed_text(numbers, data, mutation):
     problem, chain = solved(numbers, "+-*", data)
     at = data.draw(st.integers(1, len(chain) - 1))
     if mutation == "insert_bad":
-        bad = chain[:at] + data.draw(st.sampled_from("xa.()=+-*/ ")) + chain[at:]
+        bad = chain[:at] + data.draw(st.sampled_from("xa.()=+-*/")) + chain[at:]
     elif mutation == "drop_equals":
         bad = chain.replace("=", "", 1)
     elif mutation == "double_comma":
         bad = chain + "," if "," not in chain else chain.replace(",", ",,", 1)
-    else:
-        bad = chain[:at] + " " + chain[at:]
     verdict = verify(problem, bad)
     assert not verdict.correct and verdict.reason == "malformed"
     assert verdict.first_error is not None and verdict.first_error == len(verdict.steps)
+
+
+@FAST
+@given(numbers=numbers_st, data=st.data())
+def test_verifier_judges_the_last_attempt_only(numbers, data):
+    problem, chain = solved(numbers, "+-*", data)
+    at = data.draw(st.integers(1, len(chain) - 1))
+    split = chain[:at] + ATTEMPT_SEP + chain[at:]  # the tail alone misses a consumed number
+    assert not verify(problem, split).correct
+    assert verify(problem, split) == verify(problem, chain[at:])
+    assert verify(problem, f"{chain[:at]}{ATTEMPT_SEP}{chain}").correct  # abandoned, then solved
+    assert not verify(problem, f"{chain}{ATTEMPT_SEP}{chain[:at]}").correct  # solved, then not
+
+
+@pytest.mark.parametrize("max_misses", [0, 1, 4])
+def test_with_misses_writes_honest_misses_then_the_solution(max_misses):
+    rng = random.Random(max_misses)
+    seen = set()
+    for _ in range(200):
+        numbers = tuple(rng.randint(1, 12) for _ in range(4))
+        problem = Problem(numbers, rng.choice(sorted(chains_by_value(numbers))))
+        solution = random_solution(problem, rng)
+        trace = with_misses(problem, solution, rng, max_misses)
+        *misses, last = trace.split(ATTEMPT_SEP)
+        seen.add(len(misses))
+        assert last == solution and verify(problem, trace).correct
+        for miss in misses:  # a whole chain on the numbers, arithmetic right, value not the target
+            verdict = verify(Problem(numbers, problem.target), miss)
+            assert verdict.reason == "wrong_target", miss
+    assert seen == set(range(max_misses + 1))  # every count 0..max_misses occurs
+    state = rng.getstate()
+    assert with_misses(problem, solution, rng, 0) == solution and rng.getstate() == state
+    with pytest.raises(ValueError, match="max_misses=-1"):
+        with_misses(problem, solution, rng, -1)
 
 
 def test_verifier_hand_examples():

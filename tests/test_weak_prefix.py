@@ -14,7 +14,7 @@ from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
 from psnlib.pretrain import build_policy
 from psnlib.profiles import get_profile
 from psnlib.tasks import rl_train_set
-from psnlib.tasks.countdown import CHARSET, Problem, random_solution, verify
+from psnlib.tasks.countdown import ATTEMPT_SEP, CHARSET, Problem, random_solution, verify
 from psnlib.tasks.reward import countdown_reward
 from psnlib.weak_prefix import (
     COLUMNS,
@@ -23,6 +23,7 @@ from psnlib.weak_prefix import (
     complete_prefix,
     entropy_cut,
     fingerprint,
+    finish_attempt,
     prefix_quality,
     random_cut,
     split_steps,
@@ -99,6 +100,7 @@ def test_random_cut_is_reproducible_and_uniform_on_the_cut_support():
 def test_countdown_split_keeps_separators():
     assert split_steps("7*3=21,21+5=26,26-4=22") == ["7*3=21,", "21+5=26,", "26-4=22"]
     assert split_steps("7*3=21,") == ["7*3=21,"]
+    assert split_steps("7*3=21,21+5=26 7+3=10") == ["7*3=21,", "21+5=26 ", "7+3=10"]
     assert split_steps("") == []
     assert split_steps("First, add. Then 3.5 times 2!\n\nDone", "math") == [
         "First, add. ",
@@ -169,23 +171,39 @@ def test_prefix_plus_correct_continuation_verifies(problems):
             assert verify(problem, prefix + complete_prefix(problem, prefix)).correct
 
 
-def test_complete_prefix_finds_dead_ends():
+def test_finish_attempt_finds_dead_ends_and_complete_prefix_starts_again():
     problem = Problem((7, 3, 5, 4), 22)
-    assert complete_prefix(problem, "7*3=21,") is not None
-    assert complete_prefix(problem, "7*3=20,") is None  # wrong arithmetic
-    assert complete_prefix(problem, "7*7=49,") is None  # 7 used twice
-    assert complete_prefix(problem, "7*3=21") is None  # unfinished: no separator
-    assert complete_prefix(problem, "7*3=21,21*5=105,105*4=420,") is None  # one value left
-    assert complete_prefix(problem, "3+4=7,7*7=49,") is None  # 49 and 5 cannot make 22
-    assert complete_prefix(Problem((1, 1), 3), "") is None
+    assert finish_attempt(problem, "7*3=21,") is not None
+    assert finish_attempt(problem, "7*3=20,") is None  # wrong arithmetic
+    assert finish_attempt(problem, "7*7=49,") is None  # 7 used twice
+    assert finish_attempt(problem, "7*3=21") is None  # unfinished: no separator
+    assert finish_attempt(problem, "7*3=21,21*5=105,105*4=420,") is None  # one value left
+    assert finish_attempt(problem, "3+4=7,7*7=49,") is None  # 49 and 5 cannot make 22
+    assert finish_attempt(problem, "3+4=7,7*7=49 7*3=21,") is not None  # a live new attempt
+    assert finish_attempt(problem, "7*3=21, 3+4=7,7*7=49,") is None  # a dead new attempt
+    assert finish_attempt(Problem((1, 1), 3), "") is None
+    # a dead attempt is abandoned: the completion starts a new one
+    for dead in ("7*3=20,", "7*7=49,", "7*3=21", "3+4=7,7*7=49,"):
+        completion = complete_prefix(problem, dead)
+        assert completion.startswith(ATTEMPT_SEP) and verify(problem, dead + completion).correct
+    assert complete_prefix(problem, "7*3=21,") == finish_attempt(problem, "7*3=21,")
+    after_a_miss = "3+4=7,7*7=49,49-5=44 "  # a new attempt has begun: it is finished as it is
+    assert verify(problem, after_a_miss + finish_attempt(problem, after_a_miss)).correct
+    assert complete_prefix(Problem((1, 1), 3), "7*3=20,") is None  # unsolvable
     quality = prefix_quality(
         {
-            "numbers": [[7, 3, 5, 4]] * 4,
-            "target": [22] * 4,
-            "weak_prefix": ["7*3=21,", "7*3=20,", "", "3+4=7,7*7=49,"],
+            "numbers": [[7, 3, 5, 4]] * 4 + [[1, 1]],
+            "target": [22] * 4 + [3],
+            "weak_prefix": ["7*3=21,", "7*3=20,", "", "3+4=7,7*7=49,", "1+1=2,"],
         }
     )
-    assert quality == {"completable": 1 / 3, "dead_end": 2 / 3, "empty": 1 / 4, "n": 4.0}
+    assert quality == {
+        "completable": 3 / 4,
+        "alive": 1 / 4,
+        "dead_end": 1 / 4,
+        "empty": 1 / 5,
+        "n": 5.0,
+    }
 
 
 # ----------------------------------------------------------------------------- build + cache

@@ -6,8 +6,11 @@ numbers or earlier results, each usable once) and produces ``c``; after the last
 value remains and it equals the target. Values are non-negative integers: subtraction only when
 ``a >= b``, division only when exact with ``b != 0``.
 
-The prompt is ``7 3 5 4->22:`` and the completion is the bare chain. Every character of a prompt
-or a chain is in ``CHARSET`` (the character tokenizer depends on it).
+The prompt is ``7 3 5 4->22:`` and the completion is the bare chain. A completion may also hold
+several *attempts* separated by ``ATTEMPT_SEP`` (a space): ``7+3=10,10*5=50,50-4=46 7*3=21,...``.
+Only the last attempt is judged; the earlier ones are search the policy abandoned, as in
+Stream-of-Search traces. Every character of a prompt or a chain is in ``CHARSET`` (the character
+tokenizer depends on it).
 
 Where a chain could refer to two equal values (an original 7 and an earlier result 7), the
 most recent unconsumed result is taken to be meant; this only matters to ``canonical_form`` and
@@ -39,6 +42,7 @@ REASONS: tuple[str, ...] = (
     "wrong_target",
 )
 STYLES: tuple[str, ...] = ("uniform", "linear")
+ATTEMPT_SEP: str = " "
 
 Key = tuple[tuple[int, ...], int]
 
@@ -140,15 +144,20 @@ def format_chain(steps: Sequence[Step]) -> str:
 # ----------------------------------------------------------------------------- verification
 
 
+def final_attempt(completion: str) -> str:
+    """The judged part of ``completion``: its last attempt (surrounding whitespace stripped)."""
+    return completion.strip().rsplit(ATTEMPT_SEP, 1)[-1]
+
+
 def verify(problem: Problem, completion: str) -> Verdict:
-    """Judge ``completion`` (surrounding whitespace stripped) exactly against ``problem``.
+    """Judge the last attempt of ``completion`` (``final_attempt``) exactly against ``problem``.
 
     Steps are checked in order against the pool of available values (the numbers plus the stated
     results of earlier steps, each usable once). A failing step still consumes whichever of its
     operands are available and adds its stated result, so later steps are judged on their own.
     A step's arithmetic is checked before its operands' availability.
     """
-    text = completion.strip()
+    text = final_attempt(completion)
     if not text:
         return Verdict(False, "empty", (), None, 0)
     steps, bad_piece = _parse_prefix(text)
@@ -423,3 +432,31 @@ def random_forward_chain(
         values = [v for k, v in enumerate(values) if k not in (i, j)] + [step.result]
         steps.append(step)
     return format_chain(steps), values[0]
+
+
+def with_misses(
+    problem: Problem,
+    solution: str,
+    rng: random.Random,
+    max_misses: int,
+    ops: str = TRAIN_OPS,
+    style: str = "uniform",
+) -> str:
+    """A search trace: ``m`` missed attempts, then ``solution``, joined by ``ATTEMPT_SEP``.
+
+    ``m`` is uniform in ``0..max_misses``; each miss is a random forward chain of ``style`` on
+    the problem's numbers whose value is not the target (arithmetic right, last result honest),
+    so a policy learns to check an attempt's value against the target and to try again when it
+    misses. ``max_misses=0`` returns ``solution`` and draws nothing from ``rng``.
+    """
+    if max_misses < 0:
+        raise ValueError(f"max_misses={max_misses} is not allowed: use >= 0")
+    if max_misses == 0:
+        return solution
+    misses = []
+    for _ in range(rng.randint(0, max_misses)):
+        chain, value = random_forward_chain(problem.numbers, rng, ops, style)
+        while value == problem.target:
+            chain, value = random_forward_chain(problem.numbers, rng, ops, style)
+        misses.append(chain)
+    return ATTEMPT_SEP.join([*misses, solution])

@@ -35,6 +35,7 @@ from psnlib.tasks.countdown import (
     distinct_solutions,
     random_forward_chain,
     random_solution,
+    with_misses,
 )
 from psnlib.tasks.generate import generate_problems
 
@@ -223,7 +224,7 @@ def _allocate(total: int, weights: dict[str, float]) -> dict[str, int]:
 
 
 def _pool_examples(
-    component: str, count: int, pool_size: int, seed: int, style: str
+    component: str, count: int, pool_size: int, seed: int, style: str, max_misses: int
 ) -> list[tuple[Problem, str]]:
     """``count`` examples cycling over a pool of ``pool_size`` distinct SFT-slot problems."""
     settings = dict(_MAIN, ops="+-*/", require_op="/") if component == "div" else _MAIN
@@ -234,13 +235,16 @@ def _pool_examples(
 
     rng = random.Random(_seed("sft", component, style, seed))
     pool = generate_problems(pool_size, seed=rng.getrandbits(64), accept=accept, **settings)
-    return [
-        (problem, random_solution(problem, rng, ops, style))
-        for problem in (pool[i % pool_size] for i in range(count))
-    ]
+    examples = []
+    for problem in (pool[i % pool_size] for i in range(count)):
+        solution = random_solution(problem, rng, ops, style)
+        examples.append((problem, with_misses(problem, solution, rng, max_misses, ops, style)))
+    return examples
 
 
-def _five_number_examples(count: int, seed: int, style: str) -> list[tuple[Problem, str]]:
+def _five_number_examples(
+    count: int, seed: int, style: str, max_misses: int
+) -> list[tuple[Problem, str]]:
     """``count`` distinct SFT-slot 5-number problems, each with the forward chain that made it."""
     rng = random.Random(_seed("sft", "5num", style, seed))
     found: set[Key] = set()
@@ -255,7 +259,7 @@ def _five_number_examples(count: int, seed: int, style: str) -> list[tuple[Probl
         problem = Problem(numbers, value)
         if 1 <= value <= 99 and problem.key not in found and in_slots(problem, SFT_SLOTS):
             found.add(problem.key)
-            examples.append((problem, chain))
+            examples.append((problem, with_misses(problem, chain, rng, max_misses, style=style)))
             misses = 0
     return examples
 
@@ -266,6 +270,7 @@ def sft_corpus(
     style: str = "uniform",
     mix: dict[str, float] | None = None,
     pool_cap: int = DEFAULT_POOL_CAP,
+    max_misses: int = 0,
 ) -> Dataset:
     """SFT examples (prompt, completion, numbers, target) from SFT-slot problems.
 
@@ -274,7 +279,9 @@ def sft_corpus(
     at most ``pool_cap``, each time with a fresh ``random_solution(style)``: "uniform" over all
     correct chains (the base policy) or over linear chains only (the weak policy; problems
     without a linear chain are left out). Every 5-number example is a distinct problem with the
-    random forward chain (linear with style "linear") that produced its target.
+    random forward chain (linear with style "linear") that produced its target. With
+    ``max_misses`` > 0 each completion is a search trace (``countdown.with_misses``): up to that
+    many missed attempts before the chain.
     """
     mix = DEFAULT_MIX if mix is None else mix
     if style not in STYLES:
@@ -287,6 +294,8 @@ def sft_corpus(
         )
     if n_examples < 0 or pool_cap < 1:
         raise ValueError(f"n_examples={n_examples}, pool_cap={pool_cap}: use >= 0 and >= 1")
+    if max_misses < 0:
+        raise ValueError(f"max_misses={max_misses} is not allowed: use >= 0")
     counts = _allocate(n_examples, mix)
     examples = []
     pooled = {k: mix[k] for k in ("main", "div") if counts.get(k, 0)}
@@ -294,9 +303,11 @@ def sft_corpus(
         pools = _allocate(min(pool_cap, sum(counts[k] for k in pooled)), pooled)
         for component in pooled:
             pool_size = max(1, pools[component])
-            examples += _pool_examples(component, counts[component], pool_size, seed, style)
+            examples += _pool_examples(
+                component, counts[component], pool_size, seed, style, max_misses
+            )
     if counts.get("5num", 0):
-        examples += _five_number_examples(counts["5num"], seed, style)
+        examples += _five_number_examples(counts["5num"], seed, style, max_misses)
     random.Random(_seed("sft-order", style, seed)).shuffle(examples)
     return Dataset.from_dict(
         {
