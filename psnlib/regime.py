@@ -86,7 +86,8 @@ GATES: dict[str, Gate] = {
     ),
     "weak_pass1_ratio": Gate("weak pass@1 / base pass@1, main benchmark", Threshold(0.3, 0.8)),
     "prefix_completable": Gate(
-        "share of the weak policy's entropy-cut prefixes still completable (exact)",
+        "share of the weak policy's entropy-cut prefixes whose attempt can still be finished "
+        "correctly (exact; a new attempt does not count)",
         Threshold(lo=0.4),
     ),
 }
@@ -157,7 +158,9 @@ def gate_values(
         "psn_kl_per_token": _median(psn_logs, "psn/kl_proxy"),
         "tis_ess": _median(psn_logs, "tis/ess"),
         "weak_pass1_ratio": _ratio(_pass1(testbed, "weak", main), base),
-        "prefix_completable": float(weak_rows["completable"].iloc[0]),
+        # "alive", not "completable": with attempts every prefix can be completed by starting
+        # again, which would pass the gate by construction (psnlib.weak_prefix.prefix_quality)
+        "prefix_completable": float(weak_rows["alive"].iloc[0]),
     }
 
 

@@ -28,6 +28,7 @@ from psnlib.tasks.countdown import (
 )
 from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.reward import countdown_reward
+from psnlib.weak_prefix import finish_attempt
 
 FAST = settings(max_examples=40, deadline=None)
 numbers_st = st.lists(st.integers(0, 12), min_size=2, max_size=4)
@@ -179,6 +180,8 @@ def test_with_misses_writes_honest_misses_then_the_solution(max_misses):
         for miss in misses:  # a whole chain on the numbers, arithmetic right, value not the target
             verdict = verify(Problem(numbers, problem.target), miss)
             assert verdict.reason == "wrong_target", miss
+            head = miss.rsplit(",", 1)[0] + ","  # and dead before its last step
+            assert finish_attempt(problem, head) is None, miss
     assert seen == set(range(max_misses + 1))  # every count 0..max_misses occurs
     state = rng.getstate()
     assert with_misses(problem, solution, rng, 0) == solution and rng.getstate() == state

@@ -150,7 +150,8 @@ def test_gate_values_from_hand_made_tables():
         {
             "truncation": ["entropy", "random", "entropy"],
             "source": ["weak", "weak", "same_family"],
-            "completable": [0.45, 0.2, 0.3],
+            "alive": [0.45, 0.2, 0.3],
+            "completable": [1.0, 1.0, 1.0],  # a new attempt completes any prefix: not the gate
         }
     )
     values = gate_values("smoke", testbed, {"curves": curves, "problems": problems}, logs, quality)

@@ -434,6 +434,16 @@ def random_forward_chain(
     return format_chain(steps), values[0]
 
 
+def _last_pair_misses(chain: str, target: int) -> bool:
+    """Whether no step on the last step's two operands (any op, either order) makes ``target``."""
+    last = parse_chain(chain)[-1]
+    return all(
+        apply_op(a, op, b) != target
+        for a, b in ((last.a, last.b), (last.b, last.a))
+        for op in ALL_OPS
+    )
+
+
 def with_misses(
     problem: Problem,
     solution: str,
@@ -444,10 +454,11 @@ def with_misses(
 ) -> str:
     """A search trace: ``m`` missed attempts, then ``solution``, joined by ``ATTEMPT_SEP``.
 
-    ``m`` is uniform in ``0..max_misses``; each miss is a random forward chain of ``style`` on
-    the problem's numbers whose value is not the target (arithmetic right, last result honest),
-    so a policy learns to check an attempt's value against the target and to try again when it
-    misses. ``max_misses=0`` returns ``solution`` and draws nothing from ``rng``.
+    ``m`` is uniform in ``0..max_misses``. Each miss is a random forward chain of ``style`` on
+    the problem's numbers (arithmetic right) whose last two values cannot make the target with
+    any op: a dead end the policy could not have finished, so the trace teaches one rule at an
+    attempt's last step: make the target and stop where the two values allow it, else write a
+    step and start again. ``max_misses=0`` returns ``solution`` and draws nothing from ``rng``.
     """
     if max_misses < 0:
         raise ValueError(f"max_misses={max_misses} is not allowed: use >= 0")
@@ -455,8 +466,11 @@ def with_misses(
         return solution
     misses = []
     for _ in range(rng.randint(0, max_misses)):
-        chain, value = random_forward_chain(problem.numbers, rng, ops, style)
-        while value == problem.target:
-            chain, value = random_forward_chain(problem.numbers, rng, ops, style)
-        misses.append(chain)
+        for _ in range(1000):
+            chain, _value = random_forward_chain(problem.numbers, rng, ops, style)
+            if _last_pair_misses(chain, problem.target):
+                misses.append(chain)
+                break
+        else:
+            raise ValueError(f"no dead-end chain found for {problem} in 1000 draws")
     return ATTEMPT_SEP.join([*misses, solution])
