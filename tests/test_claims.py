@@ -1,0 +1,300 @@
+"""The claims of both papers: each has a row, each new statistic is computed as its formula says on
+hand-made tables, and a claim the profile has no runs for says so instead of a verdict."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from psnlib.claims import CLAIMS, STATISTICS, Claim
+from psnlib.experiments import benchmarks_of, plan
+from psnlib.profiles import get_profile
+from psnlib.results import check_claim, claims_markdown, discussion, judge, results_markdown
+from psnlib.results import timing_summary as no_timing
+
+SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16 samples, ks 1..16
+ID = benchmarks_of(SMOKE, "id")[:2]
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOT_RUN = "not run at this profile"
+BY_NAME = {c.name: c for c in CLAIMS}
+
+
+def _problems(policy, seeds, values):
+    """Per-problem rows of ``policy``: ``values[(seed, benchmark)]`` lists (correct of 16,
+    diversity, entropy) per problem."""
+    rows = []
+    for seed in seeds:
+        for benchmark in ID:
+            for i, (c, diversity, entropy) in enumerate(values[(seed, benchmark)]):
+                rows.append(
+                    dict(policy=policy, seed=seed, benchmark=benchmark, prompt=f"{benchmark}-{i}")
+                    | dict(n=16, correct=c, diversity=diversity, entropy=entropy)
+                )
+    return pd.DataFrame(rows)
+
+
+def _pass(c: int, k: int, n: int = 16) -> float:
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _table(seeds=(0, 1, 2)):
+    rng = np.random.default_rng(0)
+
+    def values():
+        return {
+            (s, b): [
+                (int(rng.integers(0, 8)), float(rng.uniform()), float(rng.uniform(0, 2)))
+                for _ in range(5)
+            ]
+            for s in seeds
+            for b in ID
+        }
+
+    a, b = values(), values()
+    return a, b, pd.concat([_problems("A", seeds, a), _problems("B", seeds, b)])
+
+
+def _per_seed(a, b, f, seeds=(0, 1, 2)):
+    """Per seed: mean over benchmarks of the mean over problems of f(ours) - f(theirs)."""
+    return np.array(
+        [
+            np.mean(
+                [
+                    np.mean([f(*x) for x in a[(s, m)]]) - np.mean([f(*x) for x in b[(s, m)]])
+                    for m in ID
+                ]
+            )
+            for s in seeds
+        ]
+    )
+
+
+def _t(d):
+    half = stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d))
+    return d.mean() - half, d.mean() + half
+
+
+@pytest.mark.parametrize(
+    ("statistic", "f", "scale"),
+    [
+        ("pass@max-pass@1", lambda c, _d, _e: _pass(c, 16) - _pass(c, 1), 100),
+        ("diversity", lambda _c, d, _e: d, 100),
+        ("entropy", lambda _c, _d, e: e, 1),
+    ],
+)
+def test_per_problem_statistics_follow_their_formula(statistic, f, scale):
+    a, b, table = _table()
+    row = check_claim(Claim("c", "p", "x", "A", "B", statistic), table, SMOKE)
+    d = scale * _per_seed(a, b, f)
+    assert row["diff"] == pytest.approx(d.mean())
+    assert (row["lo"], row["hi"]) == pytest.approx(_t(d))
+    assert row["seeds"] == 3 and row["benchmarks"] == ", ".join(ID)
+    ours = scale * np.mean(
+        [np.mean([np.mean([f(*x) for x in a[(s, m)]]) for m in ID]) for s in (0, 1, 2)]
+    )
+    assert row["value_ours"] == pytest.approx(ours)
+
+
+def test_the_gain_at_the_largest_k_minus_the_gain_at_k_1():
+    """pass@16 - pass@1 per problem: ours - theirs is the gain at k = 16 minus the gain at 1."""
+    a = {(0, m): [(4, 0, 0), (0, 0, 0)] for m in ID}  # pass@1 1/8, pass@16 1/2
+    b = {(0, m): [(8, 0, 0), (0, 0, 0)] for m in ID}  # pass@1 1/4, pass@16 1/2
+    table = pd.concat([_problems("A", [0], a), _problems("B", [0], b)])
+    row = check_claim(Claim("c", "p", "x", "A", "B", "pass@max-pass@1"), table, SMOKE)
+    assert row["statistic"] == "pass@16-pass@1"
+    assert row["diff"] == pytest.approx(100 * ((0.5 - 0.5) - (1 / 8 - 1 / 4)))  # +12.5 points
+
+
+def _logs(policy, seconds):
+    """Training logs: ``seconds[seed]`` lists the step times, and a last summary row without."""
+    rows = [
+        {"policy": policy, "seed": seed, "step": i + 1, "step_time": t}
+        for seed, times in seconds.items()
+        for i, t in enumerate(times)
+    ]
+    rows += [{"policy": policy, "seed": s, "step": 99, "step_time": None} for s in seconds]
+    return pd.DataFrame(rows)
+
+
+def test_throughput_is_steps_per_minute_of_step_time_paired_by_seed():
+    ours = {0: [2.0, 4.0], 1: [3.0, 3.0], 2: [1.0, 2.0]}
+    theirs = {0: [2.0, 2.0], 1: [2.0, 4.0], 2: [1.5, 1.5]}
+    logs = pd.concat([_logs("A", ours), _logs("B", theirs)])
+    problems = _table()[2]  # no problem enters a per-run statistic
+    claim = Claim("c", "p", "x", "A", "B", "throughput", direction=0, margin=0.08)
+    row = check_claim(claim, problems, SMOKE, logs)
+    a = np.array([60 * 2 / sum(ours[s]) for s in (0, 1, 2)])
+    b = np.array([60 * 2 / sum(theirs[s]) for s in (0, 1, 2)])
+    assert row["value_ours"] == pytest.approx(a.mean()) and row["diff"] == pytest.approx(
+        (a - b).mean()
+    )
+    assert (row["lo"], row["hi"]) == pytest.approx(_t(a - b))
+    assert row["margin"] == pytest.approx(0.08 * b.mean()) and row["unit"] == "steps/min"
+    assert row["benchmarks"] == "training runs"
+    # a notebook passes its problems only: the logs come from the cached runs, or the row says
+    # that there are none (here, hand-made policies never trained)
+    bare = check_claim(BY_NAME["Variant II costs at most ~8% throughput"], problems, SMOKE)
+    assert bare["verdict"] == NOT_RUN and "no cached training run" in bare["note"]
+
+
+def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
+    third = BY_NAME["PSN raises pass@256 on a third base model"]
+    second = BY_NAME["PSN raises pass@256 on a second base model"]
+    row = check_claim(third, _table()[2], CPU)  # cpu has one other base policy
+    assert row["verdict"] == NOT_RUN and row["seeds"] == 0 and np.isnan(row["diff"])
+    assert "{model2}" in row["note"] and np.isnan(row["mde"])
+    table = judge(pd.DataFrame([row]))  # judging anew keeps the status
+    assert table["verdict"].iloc[0] == NOT_RUN
+    text = claims_markdown(table)
+    assert "PSN raises pass@256 on a third base model" in text and f"*{NOT_RUN}*" in text
+    assert f"**{NOT_RUN.capitalize()}**: PSN raises pass@256 on a third base model" in discussion(
+        table
+    )
+    # the paper profile trains both other models, so both rows are computed there
+    both = {v.label for v in plan("across_models", "paper").variants}
+    assert {"PSN fixed (meta-llama/Llama-3.1-8B)", "GRPO (Qwen/Qwen3-4B-Base)"} <= both
+    assert second.ours.format(model1="x") == "PSN fixed (x)"
+
+
+def test_sigma_claims_name_the_profiles_sigmas_and_are_not_run_where_they_coincide():
+    claim = BY_NAME["The chosen sigma beats a smaller one"]
+    rows = []
+    for sigma, counts in (("0.003", 6), ("0.001", 2)):
+        values = {(0, m): [(counts, 0, 0)] * 4 for m in ID}
+        rows.append(_problems(f"sigma={sigma}", [0], values))
+    cpu = CPU.with_overrides(benchmarks=ID, ks=(1, 2, 4))  # n = 16 samples here
+    row = check_claim(claim, pd.concat(rows), cpu)
+    assert (row["ours"], row["theirs"]) == ("sigma=0.003", "sigma=0.001")
+    assert row["diff"] == pytest.approx(100 * (_pass(6, 4) - _pass(2, 4)))
+    assert row["statistic"] == "pass@4" and row["verdict"] == "exploratory"
+    low = cpu.with_overrides(psn_sigma=min(CPU.sigma_sweep))
+    assert check_claim(claim, pd.concat(rows), low)["verdict"] == NOT_RUN
+
+
+def test_new_rows_verdicts_on_hand_made_intervals():
+    def row(name, seeds, lo, hi, theirs=50.0):
+        return (
+            dict(claim=name, seeds=seeds, lo=lo, hi=hi, diff=(lo + hi) / 2)
+            | dict(
+                value_theirs=theirs, value_ours=theirs + (lo + hi) / 2, statistic="s", notebook=""
+            )
+            | dict(ours="A", theirs="B", paper="p")
+        )
+
+    cost, grows = "Variant II costs at most ~8% throughput", "The weak-prefix gain grows with k"
+    table = judge(
+        pd.DataFrame(
+            [
+                row(cost, 10, -3.0, 3.0),  # inside +/- 8% of 50 = +/- 4
+                row(cost, 10, -12.0, -6.0),  # wholly below -4: much slower
+                row(cost, 10, -6.0, 1.0),  # straddles the margin
+                row(grows, 10, 0.5, 3.0),  # clear of 0 the paper's way
+                row(grows, 10, -0.5, 1.0),  # below the paper's +1.44
+                row(grows, 3, -3.0, 6.0),  # covers 0 and +1.44
+                row(grows, 1, 1.0, 3.0),  # one seed
+            ]
+        )
+    )
+    assert list(table["verdict"]) == [
+        "reproduced",
+        "contradicted",
+        "inconclusive",
+        "reproduced",
+        "contradicted",
+        "inconclusive",
+        "exploratory",
+    ]
+    assert table["margin"].iloc[0] == pytest.approx(4.0)
+    assert table["effect"].iloc[3] == pytest.approx((69.06 - 67.76) - (38.15 - 38.29))
+
+
+def test_every_claim_of_the_issue_has_a_row():
+    wanted = {
+        "PSN raises pass@256 on a second base model",
+        "PSN raises pass@256 on a third base model",
+        "The chosen sigma beats a smaller one",
+        "The chosen sigma beats a larger one",
+        "Per-rollout noise beats per-step noise",
+        "Variant II costs at most ~8% throughput",
+        "PSN responses are more diverse",
+        "Weak prefixes mitigate entropy collapse",
+        "The weak-prefix gain grows with k",
+        "Without TIS, PSN falls below GRPO",
+        "Variant I (KL target) raises pass@256",
+        "Weak prefixes keep pass@1 about equal",
+        "PSN fixed transfers out of distribution",
+    }
+    assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))
+    assert {c.statistic for c in CLAIMS} == set(STATISTICS)  # every statistic is used
+
+
+def test_claim_names_are_unique_and_every_notebook_exists():
+    names = [c.name for c in CLAIMS]
+    assert len(names) == len(set(names))
+    missing = [c.name for c in CLAIMS if not (NOTEBOOKS / f"{c.notebook}.ipynb").exists()]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
+def test_every_claim_names_policies_its_experiment_trains_or_is_not_run(profile):
+    from psnlib.claim_stats import NotRun, resolve
+
+    p = get_profile(profile)
+    for claim in CLAIMS:
+        try:
+            resolved = resolve(claim, p)
+        except NotRun:
+            assert profile != "paper", claim.name  # the paper profile has every policy
+            continue
+        labels = {v.label for v in plan(claim.experiment, p).variants}
+        assert {resolved.ours, resolved.theirs} <= labels, (profile, claim.name)
+
+
+def test_paper_texts_cite_prefixes_only_where_an_arm_uses_them():
+    for claim in CLAIMS:
+        prefixed = "prefix" in f"{claim.ours} {claim.theirs}"
+        if "Llama-3.2-1B" in claim.paper or "prefix" in claim.paper.lower():
+            assert prefixed, claim.name
+    narrows = [c for c in CLAIMS if {c.ours, c.theirs} == {"base", "GRPO"}]
+    assert narrows and all("Llama" not in c.paper for c in narrows)
+
+
+def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
+    a, b, table = _table([0])
+    row = check_claim(Claim("c", "p", "x", "A", "B", "entropy"), table, SMOKE)
+    text = claims_markdown(pd.DataFrame([row]))
+    assert "| benchmarks |" in text and f"| {', '.join(ID)} |" in text
+    assert f"{row['diff']:+.3f}" in text  # entropy in nats, three decimals
+    md = results_markdown(pd.DataFrame([row]), "cpu", no_timing("/nonexistent.json"))
+    words = " ".join(md.split())
+    assert "the ablations (1 seed) evaluate countdown-l3 only" in words
+    assert "the main comparisons (3 seeds) average the in-distribution levels" in words
+
+
+def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(monkeypatch):
+    import psnlib.results as results
+
+    _, _, problems = _table()
+    labels = {"A": "PSN adaptive II", "B": "PSN fixed"}
+    problems = problems.assign(policy=problems["policy"].map(labels))
+    logs = pd.concat(
+        [_logs("PSN adaptive II", {0: [1.0], 1: [2.0]}), _logs("PSN fixed", {0: [1.0], 1: [1.0]})]
+    )
+    ran = []
+
+    def fake_run(name, profile, progress=True):
+        ran.append(name)
+        return {"problems": problems, "logs": logs}
+
+    monkeypatch.setattr(results, "run", fake_run)
+    claims = (
+        BY_NAME["PSN raises pass@256 on a third base model"],
+        BY_NAME["Variant II costs at most ~8% throughput"],
+    )
+    table = results.evaluate_claims(SMOKE, claims)
+    assert ran == ["main_results"]  # nothing for the claim the profile has no runs for
+    assert list(table["verdict"])[0] == NOT_RUN
+    assert table["diff"].iloc[1] == pytest.approx(((30 - 60) + (60 - 60)) / 2)
