@@ -36,7 +36,10 @@ def pass1(
     model, tokenizer, benchmarks: list[str], problems: int, samples: int, max_new_tokens: int
 ) -> dict:
     """pass@1 and wrong-answer reasons per benchmark (evaluation seed 0, as the notebooks);
-    ``attempts`` and ``chars``: the mean number of attempts and characters per completion."""
+    ``attempts`` and ``chars``: the mean number of attempts and characters per completion. For
+    search traces, over all attempts: ``hit_rate`` (the share that are correct chains),
+    ``go_after_hit`` (the share of hits followed by another attempt) and ``stop_after_miss``
+    (the share of missed attempts that end the completion)."""
     out = {}
     for name in benchmarks:
         data = load_benchmark(name, problems, seed=0)
@@ -49,13 +52,16 @@ def pass1(
             progress=False,
         )
         reasons: Counter[str] = Counter()
-        attempts = chars = 0
+        ends: Counter[tuple[bool, bool]] = Counter()  # (attempt correct, completion ends there)
+        chars = 0
         for row, completions in zip(data, texts, strict=True):
             problem = Problem(tuple(row["numbers"]), row["target"])
             for text in completions:
                 verdict = verify(problem, text)
                 reasons[verdict.reason] += 1
-                attempts += len(text.strip().split(ATTEMPT_SEP))
+                tried = text.strip().split(ATTEMPT_SEP)
+                for k, attempt in enumerate(tried):
+                    ends[verify(problem, attempt).correct, k == len(tried) - 1] += 1
                 chars += len(text)
                 steps = final_attempt(text).split(",")
                 # a wrong result written where the target belongs: a "forced" last step
@@ -66,11 +72,15 @@ def pass1(
                 reasons["alive_before_last"] += len(steps) > 1 and bool(
                     finish_attempt(problem, head)
                 )
-        total = len(data) * samples
+        total, attempts = len(data) * samples, ends.total()
+        hits, misses = ends[True, True] + ends[True, False], ends[False, True] + ends[False, False]
         out[name] = {
             "pass1": reasons["ok"] / total,
             "attempts": round(attempts / total, 2),
             "chars": round(chars / total, 1),
+            "hit_rate": round(hits / attempts, 4),
+            "go_after_hit": round(ends[True, False] / max(1, hits), 3),
+            "stop_after_miss": round(ends[False, True] / max(1, misses), 3),
         } | {k: round(v / total, 4) for k, v in reasons.items() if k != "ok"}
     return out
 
