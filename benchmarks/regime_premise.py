@@ -8,6 +8,8 @@ benchmark: pass@1 and pass@max of the base and of GRPO, sigma calibrated on the 
 ``$PSNLIB_DATA``.
 
     OMP_NUM_THREADS=1 PSNLIB_DATA=/tmp/data python benchmarks/regime_premise.py DIR --samples 128
+
+``--lift-only`` stops after the clean pass@1 and pass@max of the base and of GRPO (the RL lift).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--prompts", type=int, default=32, help="RL prompts per step")
     parser.add_argument("--lr-schedule", default="constant", help="TRL lr_scheduler_type")
+    parser.add_argument(
+        "--lift-only", action="store_true", help="stop after the clean pass@k of base and GRPO"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base = get_profile(args.profile)
@@ -51,6 +56,11 @@ def main() -> None:
     base_model, _, _ = base_policy(P)
     clean = premise_check(base_model.eval(), tokenizer, P, (), (1.0,))
     print("base:", clean.to_string(index=False), flush=True)
+    if args.lift_only:
+        lifted = premise_check(grpo.eval(), tokenizer, P, (), (1.0,))
+        print("GRPO:", lifted.to_string(index=False))
+        print(f"total {time.perf_counter() - tick:.0f} s")
+        return
     prompts = list(load_benchmark(main_benchmark(P), 64, seed=0)["prompt"])
     rms = weight_rms(grpo)
     sigmas = tuple(r * rms for r in (0.12, 0.24, 0.36))
