@@ -308,14 +308,21 @@ PREFIX_SOURCES = ("weak", "same_family")
 
 def prefix_source(profile: str | Profile, source: str = "weak") -> PolicySpec:
     """The policy that writes prefixes: the profile's ``weak`` policy (another family), or
-    ``same_family``: the same recipe (size, data, steps) in the target's family (the paper's
-    same-family control)."""
+    ``same_family``: a policy of the weak policy's size and SFT length trained on the target's
+    recipe (its family, chain style, batch, learning rate and seed): the paper's same-family
+    control, a smaller model of the target's family trained like the target."""
     profile = get_profile(profile)
     if source not in PREFIX_SOURCES:
         raise ValueError(f"unknown prefix source {source!r}; allowed: {', '.join(PREFIX_SOURCES)}")
     if source == "weak":
         return profile.weak
-    return replace(profile.weak, family=profile.base.family, name_or_path=None)
+    return replace(
+        profile.base,
+        name_or_path=None,
+        size=profile.weak.size,
+        sft_steps=profile.weak.sft_steps,
+        sft_examples=profile.weak.sft_examples,
+    )
 
 
 def prefix_train_set(

@@ -162,12 +162,13 @@ def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
 def test_sigma_claims_name_the_profiles_sigmas_and_are_not_run_where_they_coincide():
     claim = BY_NAME["The chosen sigma beats a smaller one"]
     rows = []
-    for sigma, counts in (("0.003", 6), ("0.001", 2)):
+    chosen, smaller = f"{CPU.psn_sigma:g}", f"{min(CPU.sigma_sweep):g}"
+    for sigma, counts in ((chosen, 6), (smaller, 2)):
         values = {(0, m): [(counts, 0, 0)] * 4 for m in ID}
         rows.append(_problems(f"sigma={sigma}", [0], values))
     cpu = CPU.with_overrides(benchmarks=ID, ks=(1, 2, 4))  # n = 16 samples here
     row = check_claim(claim, pd.concat(rows), cpu)
-    assert (row["ours"], row["theirs"]) == ("sigma=0.003", "sigma=0.001")
+    assert (row["ours"], row["theirs"]) == (f"sigma={chosen}", f"sigma={smaller}")
     assert row["diff"] == pytest.approx(100 * (_pass(6, 4) - _pass(2, 4)))
     assert row["statistic"] == "pass@4" and row["verdict"] == "exploratory"
     low = cpu.with_overrides(psn_sigma=min(CPU.sigma_sweep))
@@ -271,7 +272,8 @@ def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
     md = results_markdown(pd.DataFrame([row]), "cpu", no_timing("/nonexistent.json"))
     words = " ".join(md.split())
     assert "the ablations (1 seed) evaluate countdown-l3 only" in words
-    assert "the main comparisons (3 seeds) average the in-distribution levels" in words
+    seeds = len(get_profile("cpu").seeds)
+    assert f"the main comparisons ({seeds} seeds) average the in-distribution levels" in words
 
 
 def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(monkeypatch):

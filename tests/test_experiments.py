@@ -48,9 +48,11 @@ def test_runs_are_shared_across_experiments():
     assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
     table = table[table.arm != BASE]
     # The main arms at every seed, the ablations at one seed, two runs per other policy.
-    # GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix, GRPO and PSN + Pass@k training
-    n_main = 6 * len(cpu.seeds)
+    # GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix; GRPO and PSN + Pass@k training at
+    # the ablation seeds (not a primary comparison)
+    n_main = 4 * len(cpu.seeds)
     ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1
+    ablations += 2 * len(cpu.ablation_seeds)
     ablations += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
     assert len(table) == n_main + ablations + 2 * len(cpu.other_policies)
     grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
@@ -130,11 +132,14 @@ def test_the_arms_table_reads_the_plans_variants():
         "PSN, TIS cap C=2"
     ]
     changed = tis["settings that differ from GRPO"]
-    assert changed["PSN, TIS cap C=2"] == "sigma=0.003, tis_cap=2, use_tis=True"
-    assert changed["PSN, no TIS"] == "sigma=0.003"
+    sigma = f"sigma={get_profile('cpu').psn_sigma}"
+    assert changed["PSN, TIS cap C=2"] == f"{sigma}, tis_cap=2, use_tis=True"
+    assert changed["PSN, no TIS"] == sigma
     assert (tis["seeds"] == len(get_profile("cpu").ablation_seeds)).all()
     main = experiments.plan("main_results", "cpu").arms()
-    assert main.loc["base", "seeds"] == 1 and main.loc["GRPO", "seeds"] == 3
+    assert main.loc["base", "seeds"] == 1 and main.loc["GRPO", "seeds"] == len(
+        get_profile("cpu").seeds
+    )
     across = experiments.plan("across_models", "cpu").arms()
     assert set(across["base policy"]) == {"qwen2-base", "llama-weak"}
 

@@ -3,6 +3,7 @@ building and caching prefixes, prefix-branch choice, prefix quality, and the rew
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -341,7 +342,11 @@ def test_prefix_train_set_of_a_profile_and_its_same_family_control(tmp_path, mon
     assert prefix_source(smoke, "weak") == smoke.weak
     control = prefix_source(smoke, "same_family")
     assert control.family == smoke.base.family != smoke.weak.family
-    assert control.sft_steps == smoke.weak.sft_steps and control.sft_style == smoke.weak.sft_style
+    # the target's recipe (style, learning rate, batch) at the weak policy's size and SFT length
+    assert (control.size, control.sft_steps) == (smoke.weak.size, smoke.weak.sft_steps)
+    assert control == replace(
+        smoke.base, size=smoke.weak.size, sft_steps=50, sft_examples=smoke.weak.sft_examples
+    )
     with pytest.raises(ValueError, match=r"unknown prefix source 'gpt'; allowed: weak, same_fam"):
         prefix_source(smoke, "gpt")
     built = prefix_train_set("smoke", seed=0, truncation="random", progress=False)
