@@ -5,17 +5,21 @@ and ``metrics_path``; papermill writes the executed copy to ``runs/<profile>/`` 
 notebook that finishes is published with its outputs and figures to
 ``figures/<profile>/notebooks/`` (the report to browse; the committed notebooks in ``notebooks/``
 stay without outputs). Figures and tables go to ``figures/<profile>/``, and the metrics JSON its
-last cell writes to ``figures/<profile>/NN_name.json``. A notebook whose metrics JSON already
-exists is skipped unless ``--force``, so an interrupted reproduction resumes where it stopped;
-inside a notebook, finished RL runs and evaluations are loaded from their caches, so a re-run
-notebook only computes what is missing.
+last cell writes to ``figures/<profile>/NN_name.json``. A notebook that finished in this
+checkout's reproduction (``runs/<profile>/NN_name.done``, beside its executed copy) is skipped
+unless ``--force``, so an interrupted reproduction resumes where it stopped, while the figures
+committed with a fresh checkout are made again, never taken as done; inside a notebook,
+finished RL runs and evaluations are loaded from their caches, so a re-run notebook only computes
+what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
 training sets, then every planned RL run with its evaluations
 (``psnlib.experiments.planned_work``). Tiny models gain little from a second thread, so on 2
 cores two runs at once finish about twice as fast as one after the other. Wall times of each
-stage and notebook are printed and appended to ``figures/<profile>/reproduce_timing.json``.
+stage and notebook are printed and appended to this reproduction's log,
+``runs/<profile>/reproduce_timing.json`` (kept across interruptions, so its tasks add up to a run
+from scratch), which is copied to ``figures/<profile>/`` after each entry.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import partial
 from importlib.metadata import version
 from multiprocessing import get_context
 from pathlib import Path
@@ -50,6 +55,7 @@ from psnlib.weak_prefix import prefix_source, prefix_train_set
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
+TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
 
 
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
@@ -145,9 +151,11 @@ def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float
     return name, time.perf_counter() - start, time.process_time() - cpu
 
 
-def _run_all(stage: str, tasks: list[tuple], workers: int, timing: Path | None = None) -> None:
+def _run_all(
+    stage: str, tasks: list[tuple], workers: int, record: Callable[[dict], None] | None = None
+) -> None:
     """Run ``(function, *args)`` tasks, ``workers`` processes at a time; report each, and
-    append its wall and CPU seconds to ``timing``. One thread per task, so the CPU seconds are
+    ``record`` its wall and CPU seconds (``_record``). One thread per task, so the CPU seconds are
     its wall time on a quiet machine, unlike wall time not stretched by other jobs or pauses."""
     print(f"[psnlib] {stage}: {len(tasks)} task(s), {workers} worker(s)", flush=True)
     if workers == 1:
@@ -158,17 +166,17 @@ def _run_all(stage: str, tasks: list[tuple], workers: int, timing: Path | None =
     try:
         for i, (name, seconds, cpu) in enumerate(done, 1):
             print(f"[psnlib]   {i}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
-            if timing is not None:
+            if record is not None:
                 entry = {"stage": stage, "task": name, "workers": workers}
-                _record(timing, {**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
+                record({**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
     finally:
         if workers > 1:
             pool.shutdown(cancel_futures=True)
 
 
-def prepare(profile: str, workers: int, timing: Path | None = None) -> None:
+def prepare(profile: str, workers: int, record: Callable[[dict], None] | None = None) -> None:
     """Build, train and evaluate everything the notebooks load, ``workers`` at a time; each
-    task's time is appended to ``timing``."""
+    task's time is passed to ``record``."""
     p = get_profile(profile)
     work = planned_work(profile)
     specs = {p.base, p.weak, *(v.profile(p).base for v, _, _ in work)}
@@ -178,11 +186,11 @@ def prepare(profile: str, workers: int, timing: Path | None = None) -> None:
         if settings.get("prefix_prob", 0.0) > 0:
             prefixes.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
             specs.add(prefix_source(p, settings["prefix_source"]))
-    _run_all("policies", [(_build, spec) for spec in specs], workers, timing)
+    _run_all("policies", [(_build, spec) for spec in specs], workers, record)
     prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
-    _run_all("weak prefixes", prefix_tasks, workers, timing)
+    _run_all("weak prefixes", prefix_tasks, workers, record)
     work = sorted(work, key=lambda item: -len(item[2]))  # most benchmarks first: a short tail
-    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, timing)
+    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, record)
 
 
 def measured_compute(profile: str) -> pd.DataFrame:
@@ -233,14 +241,16 @@ def record_versions(figures_dir: Path) -> None:
     atomic_write_json(path, now)
 
 
-def _record(path: Path, entry: dict) -> None:
-    """Append one timing entry to the JSON list at ``path`` (atomically)."""
+def _record(path: Path, entry: dict, copy_to: Path | None = None) -> None:
+    """Append one timing entry to the JSON list at ``path`` (atomically), and write the whole
+    list to ``copy_to`` too."""
     entries = read_json(path, "timing log")  # a damaged log is started afresh
     if not isinstance(entries, list):
         if entries is not None:
             warnings.warn(f"ignoring the timing log {path}: not a JSON list", stacklevel=2)
         entries = []
-    atomic_write_json(path, [*entries, entry])
+    for out in (path, copy_to) if copy_to is not None else (path,):
+        atomic_write_json(out, [*entries, entry])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,24 +278,26 @@ def main(argv: list[str] | None = None) -> int:
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
         f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
     )
-    timing = figures_dir / "reproduce_timing.json"
+    record = partial(_record, runs_dir / TIMING_FILE, copy_to=figures_dir / TIMING_FILE)
     figures_dir.mkdir(parents=True, exist_ok=True)
+    runs_dir.mkdir(parents=True, exist_ok=True)
     record_versions(figures_dir)
     if args.workers and not args.only:
         start = time.perf_counter()
-        prepare(profile, args.workers, timing)
+        prepare(profile, args.workers, record)
         seconds = round(time.perf_counter() - start)
-        _record(timing, {"stage": "prepare", "workers": args.workers, "seconds": seconds})
+        record({"stage": "prepare", "workers": args.workers, "seconds": seconds})
     for path in paths:
-        done = figures_dir / f"{path.stem}.json"
+        done = runs_dir / f"{path.stem}.done"
         if done.exists() and not args.force:
-            print(f"[psnlib] {path.name}: done already ({done.name}); --force to re-run")
+            print(f"[psnlib] {path.name}: done already ({done}); --force to re-run")
             continue
         start = time.perf_counter()
         print(f"[psnlib] {path.name}: running (log below) ...", flush=True)
         run_notebook(path, profile, figures_dir, runs_dir)
         seconds = round(time.perf_counter() - start)
-        _record(timing, {"stage": path.stem, "seconds": seconds})
+        record({"stage": path.stem, "seconds": seconds})
+        atomic_write_text(done, f"{seconds}\n")
         print(f"[psnlib] {path.name}: finished in {seconds} s", flush=True)
     return 0
 

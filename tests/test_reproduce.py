@@ -1,6 +1,7 @@
 """``make reproduce``'s preparation stage: what it plans, and its process pool."""
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ def test_planned_work_is_each_run_once_with_all_its_benchmarks():
 def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
     stages = {}
     monkeypatch.setattr(
-        reproduce, "_run_all", lambda stage, tasks, w, timing: stages.update({stage: tasks})
+        reproduce, "_run_all", lambda stage, tasks, w, record: stages.update({stage: tasks})
     )
     reproduce.prepare("cpu", 2)
     assert list(stages) == ["policies", "weak prefixes", "runs"]
@@ -46,7 +47,8 @@ def _square(x: int) -> str:
 
 def test_tasks_run_in_worker_processes_and_failures_surface(capsys, tmp_path):
     timing = tmp_path / "timing.json"
-    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2, timing=timing)
+    record = partial(reproduce._record, timing)
+    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2, record=record)
     out = capsys.readouterr().out
     assert "9:" in out and "16:" in out and "2 worker(s)" in out
     entries = json.loads(timing.read_text())  # one per task, wall and CPU time
@@ -73,3 +75,31 @@ def test_measured_compute_reads_the_runs_own_records_and_computes_nothing(tmp_pa
     monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
     psn = reproduce.measured_compute("smoke").set_index("policy").loc["PSN fixed"]
     assert np.isnan(psn["train_seconds"]) and np.isnan(psn["eval_seconds"])
+
+
+def test_a_fresh_checkout_remakes_committed_figures_and_a_resumed_one_skips_what_it_did(
+    tmp_path, monkeypatch
+):
+    """Figures committed with the checkout (metrics JSON, an old timing log) are not taken as
+    done: only a notebook this checkout's reproduction finished (``runs/<profile>/*.done``) is
+    skipped, and the timing log starts with this reproduction."""
+    figures = tmp_path / "figures" / "smoke"
+    figures.mkdir(parents=True)
+    (figures / "00_quickstart.json").write_text("{}")  # as committed
+    (figures / reproduce.TIMING_FILE).write_text('[{"stage": "00_quickstart", "seconds": 999}]')
+    ran = []
+
+    def fake_run(path, profile, figures_dir, runs_dir):
+        ran.append(path.stem)
+
+    monkeypatch.setattr(reproduce, "run_notebook", fake_run)
+    argv = ["--profile", "smoke", "--out", str(tmp_path), "--workers", "0", "--only", "00_quick"]
+    reproduce.main(argv)
+    assert ran == ["00_quickstart"]  # made again despite the committed metrics
+    log = json.loads((figures / reproduce.TIMING_FILE).read_text())
+    assert [e["stage"] for e in log] == ["00_quickstart"] and log[0]["seconds"] < 999
+    assert (tmp_path / "runs" / "smoke" / "00_quickstart.done").exists()
+    reproduce.main(argv)  # resumed: done in this checkout, so skipped
+    assert ran == ["00_quickstart"]
+    reproduce.main([*argv, "--force"])
+    assert ran == ["00_quickstart"] * 2
