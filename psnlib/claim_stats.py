@@ -32,6 +32,7 @@ claim's row says "not run at this profile" (a status, not a verdict).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -121,6 +122,26 @@ def policy_names(profile: Profile) -> dict[str, str]:
     return names
 
 
+FIELD_NAMES = {  # a format field in words ({} takes its number)
+    "model": "other base model {}",
+    "sigma_low": "sigma sweep",
+    "sigma_high": "sigma sweep",
+}
+
+
+def readable(label: str) -> str:
+    """A policy label or format field in words: ``"PSN fixed ({model2})"`` becomes
+    ``"PSN fixed (other base model 2)"``, ``"model2"`` becomes ``"other base model 2"``."""
+
+    def words(field: str) -> str:
+        kind, number = field.rstrip("0123456789"), field[len(field.rstrip("0123456789")) :]
+        return FIELD_NAMES.get(kind, kind).format(number)
+
+    if "{" not in label:
+        return words(label)
+    return re.sub(r"\{(\w+)\}", lambda m: words(m.group(1)), label)
+
+
 def resolve(claim: Claim, profile: Profile) -> Claim:
     """``claim`` with its policy labels' format fields filled in for ``profile``; ``NotRun``
     where the profile lacks a field (no second model, no sigma sweep) or the filled-in labels
@@ -129,8 +150,10 @@ def resolve(claim: Claim, profile: Profile) -> Claim:
     try:
         ours, theirs = claim.ours.format(**names), claim.theirs.format(**names)
     except KeyError as missing:
-        field, have = missing.args[0], ", ".join(f"{k} = {v}" for k, v in names.items())
-        raise NotRun(f"the {profile.name} profile has no {{{field}}} (it has {have})") from None
+        field = missing.args[0]
+        kin = [v for k, v in names.items() if k.rstrip("0123456789") == field.rstrip("0123456789")]
+        have = f"it has {', '.join(kin)}" if kin else "it has none"
+        raise NotRun(f"the {profile.name} profile has no {readable(field)} ({have})") from None
     if ours == theirs and (ours, theirs) != (claim.ours, claim.theirs):
         raise NotRun(f"at the {profile.name} profile both sides are {ours!r}")
     return dataclasses.replace(claim, ours=ours, theirs=theirs)

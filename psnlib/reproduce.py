@@ -6,11 +6,11 @@ notebook that finishes is published with its outputs and figures to
 ``figures/<profile>/notebooks/`` (the report to browse; the committed notebooks in ``notebooks/``
 stay without outputs). Figures and tables go to ``figures/<profile>/``, and the metrics JSON its
 last cell writes to ``figures/<profile>/NN_name.json``. A notebook that finished in this
-checkout's reproduction (``runs/<profile>/NN_name.done``, beside its executed copy) is skipped
-unless ``--force``, so an interrupted reproduction resumes where it stopped, while the figures
-committed with a fresh checkout are made again, never taken as done; inside a notebook,
-finished RL runs and evaluations are loaded from their caches, so a re-run notebook only computes
-what is missing.
+checkout's reproduction at the same profile settings (``runs/<profile>/NN_name.done`` holds
+their fingerprint) is skipped unless ``--force``, so an interrupted reproduction resumes where
+it stopped, while the figures committed with a fresh checkout are made again, never taken as
+done; inside a notebook, finished RL runs and evaluations are loaded from their caches, so a
+re-run notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
@@ -25,6 +25,7 @@ from scratch), which is copied to ``figures/<profile>/`` after each entry.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import sys
@@ -46,7 +47,7 @@ from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
 from psnlib.io import atomic_write_json, atomic_write_text, read_json
 from psnlib.pretrain import build_policy, policy_dir, policy_meta
-from psnlib.profiles import PROFILES, PolicySpec, get_profile
+from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import rl_settings
 from psnlib.store import ResultStore
 from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
@@ -241,6 +242,12 @@ def record_versions(figures_dir: Path) -> None:
     atomic_write_json(path, now)
 
 
+def profile_fingerprint(profile: Profile) -> str:
+    """A short hash of every setting of ``profile``: a notebook finished at other settings is
+    not done at these."""
+    return hashlib.sha256(repr(profile).encode()).hexdigest()[:12]
+
+
 def _record(path: Path, entry: dict, copy_to: Path | None = None) -> None:
     """Append one timing entry to the JSON list at ``path`` (atomically), and write the whole
     list to ``copy_to`` too."""
@@ -269,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
-    profile = get_profile(args.profile).name  # fails fast on an unknown profile
+    settings = get_profile(args.profile)  # fails fast on an unknown profile
+    profile, fingerprint = settings.name, profile_fingerprint(settings)
     figures_dir = (args.out / "figures" / profile).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
     paths = notebook_paths(args.notebooks, args.only)
@@ -289,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         record({"stage": "prepare", "workers": args.workers, "seconds": seconds})
     for path in paths:
         done = runs_dir / f"{path.stem}.done"
-        if done.exists() and not args.force:
+        if not args.force and read_json(done, "notebook record") == {"profile": fingerprint}:
             print(f"[psnlib] {path.name}: done already ({done}); --force to re-run")
             continue
         start = time.perf_counter()
@@ -297,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         run_notebook(path, profile, figures_dir, runs_dir)
         seconds = round(time.perf_counter() - start)
         record({"stage": path.stem, "seconds": seconds})
-        atomic_write_text(done, f"{seconds}\n")
+        atomic_write_json(done, {"profile": fingerprint})
         print(f"[psnlib] {path.name}: finished in {seconds} s", flush=True)
     return 0
 

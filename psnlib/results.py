@@ -24,6 +24,8 @@ model where the profile has one other) gets the status ``NOT_RUN`` and the reaso
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -35,6 +37,7 @@ from psnlib.claim_stats import (
     cached_logs,
     label,
     number,
+    readable,
     resolve,
     seed_values,
     unit_of,
@@ -145,9 +148,10 @@ def not_run(claim: Claim, profile: Profile, reason: str) -> dict:
     """The row of a claim that ``profile`` has no runs for: no numbers, the status ``NOT_RUN``
     and the ``reason`` in ``note``."""
     nan = float("nan")
+    readable_claim = replace(claim, ours=readable(claim.ours), theirs=readable(claim.theirs))
     numbers = dict(seeds=0, value_ours=nan, value_theirs=nan, diff=nan, lo=nan, hi=nan)
     return {
-        **_row(claim, label(claim.statistic, profile), "", reason),
+        **_row(readable_claim, label(claim.statistic, profile), "", reason),
         **numbers,
         **judgement(claim, nan, nan, 0, nan),
         "notebook": claim.notebook,

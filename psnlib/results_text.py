@@ -103,10 +103,11 @@ comparisons ({main_seeds}) average the in-distribution levels (out-of-distributi
 others), the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. The interval is
 95%: a paired t-interval over the training seeds with two or more seeds (the arms of a seed share
 its data order and evaluation streams); with one seed, a paired bootstrap over problems, which
-leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the
-interval clear of 0; *contradicted*: the interval clear of 0 the other way, or below the paper's
-own difference (*paper effect*); *inconclusive*: anything else. "About equal" claims are judged
-against the equivalence margin in their row: reproduced inside it, contradicted wholly outside.
+leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the interval clear of
+0; *contradicted*: the interval clear of 0 the other way, or covering 0 but wholly below the
+paper's own difference (*paper effect*); *inconclusive*: anything else. "About equal" claims are
+judged against the equivalence margin in their row: reproduced inside it, contradicted wholly
+outside.
 One-seed rows are *exploratory*, never a verdict. *MDE*: the smallest difference that a paired
 t-test over these seeds detects with 80% power at the observed spread. A claim whose policies
 this profile does not train (e.g. a third base model) is listed as *{not_run}*, with the reason.

@@ -145,11 +145,13 @@ def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
     second = BY_NAME["PSN raises pass@256 on a second base model"]
     row = check_claim(third, _table()[2], CPU)  # cpu has one other base policy
     assert row["verdict"] == NOT_RUN and row["seeds"] == 0 and np.isnan(row["diff"])
-    assert "{model2}" in row["note"] and np.isnan(row["mde"])
+    assert "no other base model 2 (it has " in row["note"] and np.isnan(row["mde"])
     table = judge(pd.DataFrame([row]))  # judging anew keeps the status
     assert table["verdict"].iloc[0] == NOT_RUN
     text = claims_markdown(table)
     assert "PSN raises pass@256 on a third base model" in text and f"*{NOT_RUN}*" in text
+    assert "PSN fixed (other base model 2) vs GRPO (other base model 2)" in text
+    assert "{" not in text + discussion(table)  # no format field left unfilled in what readers see
     assert f"**{NOT_RUN.capitalize()}**: PSN raises pass@256 on a third base model" in discussion(
         table
     )

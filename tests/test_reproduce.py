@@ -1,6 +1,7 @@
 """``make reproduce``'s preparation stage: what it plans, and its process pool."""
 
 import json
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -103,3 +104,7 @@ def test_a_fresh_checkout_remakes_committed_figures_and_a_resumed_one_skips_what
     assert ran == ["00_quickstart"]
     reproduce.main([*argv, "--force"])
     assert ran == ["00_quickstart"] * 2
+    smoke = reproduce.get_profile("smoke")  # other settings: not done at these
+    monkeypatch.setitem(reproduce.PROFILES, "smoke", replace(smoke, seeds=(0, 1, 2, 3)))
+    reproduce.main(argv)
+    assert ran == ["00_quickstart"] * 3
