@@ -31,9 +31,14 @@ def test_one_rollout_batch_feeds_mini_batch_updates_of_12_prompts(tmp_path, name
 
 
 def test_the_testbed_profiles_keep_their_settings_and_run_keys():
-    """No recipe settings on the testbed: its run keys (hashes of the settings) stay."""
-    for name in ("smoke", "cpu"):
-        p = PROFILES[name]
-        assert p.rl_settings == () and p.arm_settings == ()
-        settings = rl_settings(p, "psn_kl", 0)
-        assert settings["kl_target"] == 0.001 and "steps_per_generation" not in settings
+    """The released recipe's settings stay off the testbed: smoke has none (its run keys, hashes
+    of the settings, stay), and cpu only the regime settings its profile states (issue 16)."""
+    smoke = PROFILES["smoke"]
+    assert smoke.rl_settings == () and smoke.arm_settings == ()
+    settings = rl_settings(smoke, "psn_kl", 0)
+    assert settings["kl_target"] == 0.001 and "steps_per_generation" not in settings
+    cpu = PROFILES["cpu"]
+    assert dict(cpu.rl_settings) == {"lr_scheduler_type": "constant"}
+    settings = rl_settings(cpu, "psn_kl", 0)
+    assert settings["kl_target"] == 0.004 and settings["lr_scheduler_type"] == "constant"
+    assert "steps_per_generation" not in settings and "beta" not in settings
