@@ -99,7 +99,7 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
     )
     if not metrics_path.exists():
         raise RuntimeError(f"{path.name} finished without writing its metrics to {metrics_path}")
-    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4))
+    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4), ROOT)
     atomic_write_text(figures_dir / "notebooks" / path.name, nbformat.writes(executed))
     return metrics_path
 
@@ -107,14 +107,19 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def static_report(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def static_report(nb: nbformat.NotebookNode, root: Path | None = None) -> nbformat.NotebookNode:
     """An executed notebook as a static report: each progress-bar widget kept as its final text,
-    without the widget state (two thirds of the bytes of the executed notebooks at smoke)."""
+    without the widget state (two thirds of the bytes of the executed notebooks at smoke), and
+    the checkout's absolute path ``root`` written as ``..`` (relative to ``notebooks/``, where
+    the notebooks run), so the report names no machine's directories."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             output.get("data", {}).pop(WIDGET_VIEW, None)
-    return nb
+    if root is None:
+        return nb
+    text = nbformat.writes(nb)  # paths hold no character that JSON escapes
+    return nbformat.reads(text.replace(f"{root}/", "../"), as_version=4)
 
 
 def _build(spec: PolicySpec) -> str:

@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 from functools import partial
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -108,3 +109,15 @@ def test_a_fresh_checkout_remakes_committed_figures_and_a_resumed_one_skips_what
     monkeypatch.setitem(reproduce.PROFILES, "smoke", replace(smoke, seeds=(0, 1, 2, 3)))
     reproduce.main(argv)
     assert ran == ["00_quickstart"] * 3
+
+
+def test_the_published_report_names_no_machine_directory(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    root = tmp_path / "checkout"
+    cell = nbformat.v4.new_code_cell(f'figures_dir = "{root}/figures/cpu"')
+    text = f"written to {root}/figures/cpu/x.json\n"
+    cell.outputs = [nbformat.v4.new_output("stream", text=text)]
+    nb.cells.append(cell)
+    report = reproduce.static_report(nb, root)
+    assert report.cells[0].source == 'figures_dir = "../figures/cpu"'
+    assert report.cells[0].outputs[0]["text"] == "written to ../figures/cpu/x.json\n"
