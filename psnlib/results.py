@@ -102,9 +102,7 @@ def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> 
         "effect": float("nan") if claim.effect is None else claim.effect,
         "margin": margin,
         "mde": minimum_detectable_effect(se, seeds),
-        "verdict": verdict(lo, hi, claim.direction, seeds, claim.effect, margin)
-        if seeds
-        else NOT_RUN,
+        "verdict": verdict(lo, hi, claim.direction, seeds, margin=margin) if seeds else NOT_RUN,
     }
 
 

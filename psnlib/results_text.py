@@ -104,8 +104,9 @@ others), the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. T
 95%: a paired t-interval over the training seeds with two or more seeds (the arms of a seed share
 its data order and evaluation streams); with one seed, a paired bootstrap over problems, which
 leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the interval clear of
-0; *contradicted*: the interval clear of 0 the other way, or covering 0 but wholly below the
-paper's own difference (*paper effect*); *inconclusive*: anything else. "About equal" claims are
+0; *contradicted*: the interval clear of 0 the other way; *inconclusive*: anything else (an
+interval that covers 0 but lies below the paper's own difference, *paper effect*, excludes the
+paper's size but not its direction). "About equal" claims are
 judged against the equivalence margin in their row: reproduced inside it, contradicted wholly
 outside.
 One-seed rows are *exploratory*, never a verdict. *MDE*: the smallest difference that a paired

@@ -7,9 +7,9 @@ paired t-interval ``mean(d) +/- t_{0.975, n-1} * se``, ``se = sd(d) / sqrt(n)``.
 Verdict words (``verdict``):
 
 - *reproduced*: the paper's direction, the interval clear of 0;
-- *contradicted*: the interval clear of 0 the other way, or excluding the paper's effect (it lies
-  below the paper's reported difference, 0 included);
-- *inconclusive*: anything else;
+- *contradicted*: the interval clear of 0 the other way;
+- *inconclusive*: anything else, including an interval that covers 0 but lies wholly below the
+  paper's reported difference: the paper's size is then excluded, its direction is not refuted;
 - "about equal" claims (direction 0) are judged against an equivalence margin ``m``, stated with
   the claim: *reproduced* when the interval lies inside ``[-m, m]``, *contradicted* when it lies
   wholly outside, *inconclusive* otherwise;
@@ -48,14 +48,12 @@ def verdict(
     hi: float,
     direction: int,
     seeds: int,
-    effect: float | None = None,
     margin: float | None = None,
 ) -> str:
     """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
 
     ``direction`` is 1 when the paper finds ``ours`` ahead, 0 for "about equal" (then ``margin``,
-    the equivalence margin in the statistic's units, is required); ``effect`` is the paper's
-    reported difference, if it gives one."""
+    the equivalence margin in the statistic's units, is required)."""
     if direction not in (0, 1):
         raise ValueError(f"direction must be 1 (ours ahead) or 0 (about equal), got {direction}")
     if seeds < 2:
@@ -68,7 +66,7 @@ def verdict(
         return CONTRADICTED if lo > margin or hi < -margin else INCONCLUSIVE
     if lo > 0:
         return REPRODUCED
-    if hi < 0 or (effect is not None and hi < effect):
+    if hi < 0:
         return CONTRADICTED
     return INCONCLUSIVE
 

@@ -249,7 +249,7 @@ def test_judge_recomputes_verdicts_from_the_intervals_and_the_claims():
     assert list(judged["verdict"]) == [
         "reproduced",
         "inconclusive",
-        "contradicted",
+        "inconclusive",  # covers 0: the paper's size excluded, its direction not refuted
         "reproduced",
         "contradicted",
         "exploratory",
