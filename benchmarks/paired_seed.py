@@ -2,9 +2,10 @@
 core-minutes, today (a git worktree of a baseline commit) against this checkout, in one run.
 
 A paired seed is: train the ``grpo`` and the ``psn`` arm for the profile's ``rl_steps`` from the
-base policy, then evaluate both trained policies on the benchmarks the primary claims average
-over (``main_results``: the profile's in-distribution benchmarks) at ``eval_samples`` samples
-per problem. The base policy's own evaluation is shared by all seeds and not counted.
+base policy, then evaluate both trained policies on every benchmark the claims made at the main
+seeds read (``main_results``: the in-distribution benchmarks; ``ood``: the out-of-distribution
+ones; the cpu profile's seven) at ``eval_samples`` samples per problem (512 at cpu). The base
+policy's own evaluation is shared by all seeds and not counted.
 
 To fit a benchmark, the run scales down: ``--steps`` training steps per arm and ``--problems``
 problems per benchmark, and extrapolates linearly to the profile's steps and problems (the
@@ -33,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BASELINE = "78d08d0"  # the commit before issue 18
+BASELINE = "8d49a5e"  # main when issue 18's halving began: the powered replication's code
 TARGET = 0.5  # acceptance: new / today cost per paired seed
 ARMS = ("grpo", "psn")
 PARTS = ("sampling", "loss forward", "backward", "TRL bookkeeping", "evaluation")
@@ -58,8 +59,9 @@ def _timed(owner: object, name: str, clock: dict[str, float], part: str) -> None
 
 
 def work(args: argparse.Namespace) -> dict[str, float]:
-    """Train both arms for ``args.steps`` and evaluate both on ``args.problems`` problems per
-    in-distribution benchmark; CPU seconds per part (imports ``psnlib`` from ``PYTHONPATH``)."""
+    """Train both arms for ``args.steps`` and evaluate both on ``args.problems`` problems of
+    each benchmark of the main seeds' claims; CPU seconds per part (imports ``psnlib`` from
+    ``PYTHONPATH``)."""
     import warnings
 
     import torch
@@ -105,7 +107,7 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     clock["TRL bookkeeping"] = train_total - sum(clock[p] for p in PARTS[:3])
     start = time.process_time()
     for model in policies:
-        for benchmark in benchmarks_of(profile, "id"):
+        for benchmark in (*benchmarks_of(profile, "id"), *benchmarks_of(profile, "ood")):
             evaluate_policy(
                 model,
                 tokenizer,
@@ -200,7 +202,7 @@ def main() -> None:
     cost = {name: [minutes(c) for c in clocks] for name, clocks in runs.items()}
     print(
         f"\none paired seed (grpo + psn arms, {ARMS}) at the cpu profile, core-minutes: measured "
-        f"{args.steps} steps per arm and {args.problems} problems per id benchmark, extrapolated "
+        f"{args.steps} steps per arm and {args.problems} problems per benchmark, extrapolated "
         f"linearly (x{factor['train']:g} steps, x{factor['eval']:g} problems); 1 thread, CPU "
         f"time; policy {args.policy}; today = {args.baseline}, {args.rounds} rounds"
     )

@@ -19,6 +19,7 @@ the cores.
     python benchmarks/sampling.py --problems 4      # 1024 rows
     python benchmarks/sampling.py --random --temperature 1.5 --max-new-tokens 512 --full-length \
         --problems 2 --samples 64 --batch-size 128 --threads 1 --cpu-time
+    python benchmarks/sampling.py --suite           # issue 18's three conditions, ~10 minutes
 """
 
 from __future__ import annotations
@@ -124,7 +125,25 @@ def flops_per_token(model: PreTrainedModel, context: int) -> float:
     return 2 * count_parameters(model) + attention
 
 
-def main() -> None:
+# The acceptance conditions of issue 18, run one after another by --suite: (name, flags). Each
+# runs at one thread in CPU time; the trained policy is --policy or the cached cpu base policy.
+SUITE = (
+    ("trained cpu policy, T=1, 48 tokens", "--problems 8 --samples 256 --rounds 5", 3.0),
+    (
+        "random policy, T=1.5, 48 tokens",
+        "--random --temperature 1.5 --problems 4 --samples 256 --rounds 5",
+        3.0,
+    ),
+    (
+        "random policy, T=1.5, 512 tokens (full length)",
+        "--random --temperature 1.5 --max-new-tokens 512 --full-length --problems 2 "
+        "--samples 64 --batch-size 128 --rounds 3",
+        1.0,
+    ),
+)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", type=int, default=16)
     parser.add_argument("--samples", type=int, default=256, help="samples per problem")
@@ -141,7 +160,21 @@ def main() -> None:
     parser.add_argument(
         "--cpu-time", action="store_true", help="time by process CPU time, not wall time"
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--suite",
+        action="store_true",
+        help="the three acceptance conditions (SUITE), one thread, CPU time, one summary",
+    )
+    args = parser.parse_args(argv)
+    for name in ("problems", "samples", "max_new_tokens", "batch_size", "rounds", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def measure(args: argparse.Namespace, target: float = TARGET_RATIO) -> dict[str, float]:
+    """Both samplers, ``args.rounds`` rounds taking turns; prints each round and the summary.
+    Returns the median tokens/s of each and the per-round ratios' range."""
     torch.set_num_threads(args.threads)
     model, tokenizer, policy = load_model(args)
     clock = time.process_time if args.cpu_time else time.perf_counter
@@ -179,17 +212,39 @@ def main() -> None:
     print(f"generate       : {median['generate']:8.0f} tokens/s (median of {args.rounds})")
     print(f"psnlib.sampling: {median['psnlib']:8.0f} tokens/s (median of {args.rounds})")
     paired = [p / g for p, g in zip(rates["psnlib"], rates["generate"], strict=True)]
-    above = sum(r >= TARGET_RATIO for r in paired)
-    print(f"ratio          : {ratio:.2f}x (target >= {TARGET_RATIO}x)")
+    above = sum(r >= target for r in paired)
+    print(f"ratio          : {ratio:.2f}x (target >= {target}x)")
     print(
         f"per round      : {min(paired):.2f}x-{max(paired):.2f}x, {above} of {args.rounds} "
-        f"rounds >= {TARGET_RATIO}x (each round's two runs back to back)"
+        f"rounds >= {target}x (each round's two runs back to back)"
     )
     print(
         f"FLOP bound     : {bound:8.0f} tokens/s if every token were decoded at the "
         f"{gflops:.1f} GFLOP/s matmul rate measured here; psnlib.sampling reaches "
         f"{median['psnlib'] / bound:.0%} of it (it decodes each distinct prefix once)"
     )
+    return {**median, "ratio": ratio, "lo": min(paired), "hi": max(paired)}
+
+
+def suite(args: argparse.Namespace) -> None:
+    """The SUITE's conditions in one run, then one table of their ratios against the targets."""
+    common = ["--threads", "1", "--cpu-time"] + (["--policy", args.policy] if args.policy else [])
+    results = []
+    for name, flags, target in SUITE:
+        print(f"\n== {name}: {flags}")
+        results.append((name, target, measure(parse(flags.split() + common), target)))
+    print(f"\n{'condition':<48} {'generate':>9} {'psnlib':>9} {'ratio':>7} {'rounds':>13} target")
+    for name, target, r in results:
+        verdict = "met" if r["ratio"] >= target else "NOT met"
+        print(
+            f"{name:<48} {r['generate']:9.0f} {r['psnlib']:9.0f} {r['ratio']:6.2f}x "
+            f"{r['lo']:5.2f}-{r['hi']:.2f}x >= {target}x {verdict}"
+        )
+
+
+def main() -> None:
+    args = parse()
+    suite(args) if args.suite else measure(args)
 
 
 if __name__ == "__main__":

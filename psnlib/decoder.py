@@ -132,7 +132,7 @@ class Cohort:
         else:
             prompt_keys = self.prompt_keys[layer].index_select(0, local)  # (m, H, W, D)
             prompt = (prompt_keys * q[:, :, None]).sum(-1) + bias[:, None]  # (m, H, W)
-        own = (keys * q).sum(-1).permute(1, 2, 0)  # (m, H, s + 1)
+        own = torch.einsum("tmhd,mhd->mht", keys, q)  # (m, H, s + 1): q . k_t per node
         weights = torch.cat([prompt, own], dim=-1).softmax(-1)  # (m, H, W' + s + 1)
         W = prompt.shape[-1]
         if self.masked:
@@ -141,8 +141,7 @@ class Cohort:
         else:
             prompt_values = self.prompt_values[layer].index_select(0, local)  # (m, H, W, D)
             y = (weights[..., :W, None] * prompt_values).sum(2)  # (m, H, D)
-        mine = weights[..., W:].permute(2, 0, 1).contiguous()[..., None]  # (s + 1, m, H, 1)
-        return y + (mine * values).sum(0)  # (m, H, D)
+        return y + torch.einsum("mht,tmhd->mhd", weights[..., W:], values)  # (m, H, D)
 
     def split(self, parent: torch.Tensor) -> torch.Tensor:
         """Give the children of the nodes their slots; child c continues node ``parent[c]``

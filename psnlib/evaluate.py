@@ -35,7 +35,7 @@ from psnlib.store import ResultStore, weights_fingerprint
 from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
 from psnlib.tasks.countdown import Problem, verify
 
-EVAL_VERSION = 1  # bump when a change here changes stored results
+EVAL_VERSION = 2  # bump when stored results change (2: the decoder's einsum attention, issue 18)
 
 
 def check_ks(n: int, ks: tuple[int, ...]) -> None:
@@ -53,8 +53,9 @@ def check_ks(n: int, ks: tuple[int, ...]) -> None:
 
 
 def _problem_row(problem: Problem, texts: list[str], seed: int) -> dict[str, Any]:
-    verdicts = [verify(problem, t) for t in texts]
-    scores = [step_score(problem, t, v) for t, v in zip(texts, verdicts, strict=True)]
+    verdict_of = {t: verify(problem, t) for t in dict.fromkeys(texts)}  # each distinct text once
+    score_of = {t: step_score(problem, t, v) for t, v in verdict_of.items()}
+    verdicts, scores = [verdict_of[t] for t in texts], [score_of[t] for t in texts]
     fractions = [s.valid_fraction for s in scores if s.steps]  # responses with steps
     errors = [s.first_error for s in scores if s.first_error is not None]
     correct = [t for t, v in zip(texts, verdicts, strict=True) if v.correct]

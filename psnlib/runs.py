@@ -49,7 +49,8 @@ ARMS: dict[str, dict[str, Any]] = {
 # How the training set's `weak_prefix` column is made (psnlib.weak_prefix.prefix_train_set): run
 # settings beside the PSNGRPOConfig ones, present when prefix_prob > 0.
 PREFIX_SETTINGS = {"prefix_truncation": "entropy", "prefix_source": "weak"}
-CACHE_VERSION = 2
+# 3: the loss forward by length groups, the decoder's einsum attention (issue 18): new rounding
+CACHE_VERSION = 3
 KEEP_CHECKPOINTS = 2  # save_total_limit of a run: the newest complete checkpoint is always kept
 
 

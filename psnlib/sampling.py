@@ -313,9 +313,11 @@ def decode(tokenizer: PreTrainedTokenizerBase, samples: Samples) -> list[list[st
     P, n, _ = samples.tokens.shape
     rows = samples.tokens.reshape(P * n, -1).tolist()
     lengths = samples.lengths.reshape(-1).tolist()
-    texts = tokenizer.batch_decode(
-        [row[:length] for row, length in zip(rows, lengths, strict=True)], skip_special_tokens=True
-    )
+    ids = [tuple(row[:length]) for row, length in zip(rows, lengths, strict=True)]
+    distinct = list(dict.fromkeys(ids))  # each distinct completion decoded once
+    decoded = tokenizer.batch_decode(distinct, skip_special_tokens=True)
+    text_of = dict(zip(distinct, decoded, strict=True))
+    texts = [text_of[row] for row in ids]
     return [texts[i * n : (i + 1) * n] for i in range(P)]
 
 

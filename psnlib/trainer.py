@@ -41,6 +41,7 @@ from trl import GRPOTrainer
 from psnlib.advantages import passk_advantages
 from psnlib.decoder import LLAMA_LAYOUT, decodable
 from psnlib.io import atomic_write_json
+from psnlib.length_groups import grouped_forward
 from psnlib.noise import (
     CLEAN,
     noise_indices,
@@ -90,6 +91,9 @@ class PSNGRPOTrainer(GRPOTrainer):
       the prefix joins the prompt (conditioning only) and the reward judges prefix + completion.
       Logs ``prefix/{fraction,tokens,reward_prefixed,reward_plain}``. Combines with noise and
       both advantage modes.
+    - ``_get_per_token_logps_and_entropies`` (the loss forward, and TRL's rollout-time clean
+      log-probs) runs the rows in ``args.loss_groups`` groups of similar completion length, each
+      cut to its longest completion (``psnlib.length_groups``): no compute on padding.
     - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``;
       for a model the psnlib decoder does not run (e.g. Gemma-2) the trainer logs a warning and
       uses ``generate``.
@@ -102,7 +106,8 @@ class PSNGRPOTrainer(GRPOTrainer):
       so a kill never leaves a half-written ``checkpoint-N``; rollout seeds come from restored
       state (``_rollout_seed``), so a resumed run is the uninterrupted one.
 
-    With ``sigma=0`` and ``use_tis=False`` a step is exactly a ``GRPOTrainer`` step. Tool calling
+    With ``sigma=0``, ``use_tis=False`` and ``loss_groups=1`` a step is exactly a ``GRPOTrainer``
+    step (with more groups, up to rounding). Tool calling
     and continuous batching are not supported.
     """
 
@@ -443,6 +448,38 @@ class PSNGRPOTrainer(GRPOTrainer):
         for name, rows in (("prefixed", prefixed), ("plain", ~prefixed)):
             if rows.any():
                 self._metrics["train"][f"prefix/reward_{name}"].append(rewards[rows].mean().item())
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's forward in ``args.loss_groups`` groups of rows of similar completion length,
+        without the padding (``psnlib.length_groups``); with one group, or MoE or multimodal
+        inputs, TRL's own forward over the padded batch."""
+        forward = super()._get_per_token_logps_and_entropies
+        plain = self.args.loss_groups == 1 or compute_aux_loss
+        if plain or any(x is not None for x in multimodal.values()):
+            return forward(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                compute_aux_loss, **multimodal,
+            )  # fmt: skip
+        return grouped_forward(
+            forward,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            self.args.loss_groups,
+            batch_size=batch_size,
+            compute_entropy=compute_entropy,
+        )
 
     def get_off_policy_mask(
         self,

@@ -29,6 +29,7 @@ COUNTS = (  # settings that count something and must be >= 1
     "num_generations",
     "max_completion_length",
     "num_iterations",
+    "loss_groups",
 )
 ROLLOUT_ENGINES = ("psnlib", "generate")
 
@@ -146,6 +147,15 @@ class PSNGRPOConfig(GRPOConfig):
             "help": "Weak-model guidance: probability that a prompt group continues its weak "
             "prefix (train-dataset column `weak_prefix`, psnlib.weak_prefix.build_prefixes) "
             "instead of starting from the prompt; paper 0.2; 0 turns guidance off."
+        },
+    )
+    loss_groups: int = field(
+        default=4,
+        metadata={
+            "help": "The loss forward runs the batch's rollouts in this many groups of similar "
+            "completion length, each cut to its longest completion (psnlib.length_groups): "
+            "the padding is not computed; the same numbers up to rounding. 1: TRL's one "
+            "forward over the padded batch."
         },
     )
     rollout_engine: str = field(
