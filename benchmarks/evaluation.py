@@ -7,7 +7,7 @@ loaded from cache). The baseline is the issue's budget: the ratio printed is tot
 ``BUDGET_SECONDS``. The policy is the profile's cached base policy if built, else a random tiny
 policy of the same shape (random policies write longer completions: an upper bound).
 
-    python benchmarks/evaluation.py                   # cpu profile: 7 benchmarks x 100 x 256
+    python benchmarks/evaluation.py                   # cpu profile: 7 benchmarks x 100 x 512
     python benchmarks/evaluation.py --profile smoke
 """
 

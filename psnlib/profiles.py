@@ -262,6 +262,12 @@ _RECIPE = (
 )
 _VARIANT_I = (("psn_kl", (("kl_target", 0.004), ("sigma", 0.001))),)
 
+# Engines: the gpu profile samples its training rollouts and evaluations with psnlib's tree decoder
+# (PSNGRPOConfig.rollout_engine "psnlib", eval_engine "psnlib"). The measurement behind it:
+# `python benchmarks/sampling.py --suite` (issue 18, README "Performance"). It is made on CPU,
+# since no GPU has measured it here yet. There the decoder beat `generate` at every length
+# measured, 1.77x at 512 full-length high-entropy tokens, so it stays the default. The paper
+# profile evaluates with vLLM because the decoder's cache would not fit (issue 20).
 _GPU = Profile(
     name="gpu",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-1.5B"),
