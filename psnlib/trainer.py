@@ -23,24 +23,19 @@ Evaluation always samples the clean policy.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import shutil
 import warnings
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOTrainer
 
 from psnlib.advantages import passk_advantages
+from psnlib.checkpoints import SCHEDULER_STATE, StagedCheckpoints
 from psnlib.decoder import LLAMA_LAYOUT, decodable
-from psnlib.io import atomic_write_json
 from psnlib.length_groups import grouped_forward
 from psnlib.noise import (
     CLEAN,
@@ -58,14 +53,12 @@ from psnlib.trainer_config import PSNGRPOConfig
 from psnlib.vllm_rollouts import generate_noisy
 from psnlib.weak_prefix import choose_prefixed
 
-__all__ = ["PSNGRPOConfig", "PSNGRPOTrainer"]
+__all__ = ["SCHEDULER_STATE", "PSNGRPOConfig", "PSNGRPOTrainer"]
 
-SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
-STAGING = ".staging"  # beside the checkpoints: where one is written before it is renamed
 logger = logging.getLogger(__name__)
 
 
-class PSNGRPOTrainer(GRPOTrainer):
+class PSNGRPOTrainer(StagedCheckpoints, GRPOTrainer):
     """GRPO with parameter-space noise (PSN-RLVR). What differs from ``GRPOTrainer``:
 
     - ``_generate_single_turn``: in training, sampling runs under noise (``psnlib.noise``) and
@@ -102,16 +95,15 @@ class PSNGRPOTrainer(GRPOTrainer):
       vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
       only logs the KL proxy and TIS diagnostics.
 
-    - ``_save_checkpoint`` writes each checkpoint aside (``STAGING``) and renames it into place,
-      so a kill never leaves a half-written ``checkpoint-N``; rollout seeds come from restored
-      state (``_rollout_seed``), so a resumed run is the uninterrupted one.
+    - Checkpoints (``psnlib.checkpoints.StagedCheckpoints``) are written aside and renamed into
+      place, with the sigma scheduler's state, so a kill never leaves a half-written
+      ``checkpoint-N``; rollout seeds come from restored state (``_rollout_seed``), so a resumed
+      run is the uninterrupted one.
 
     With ``sigma=0``, ``use_tis=False`` and ``loss_groups=1`` a step is exactly a ``GRPOTrainer``
     step (with more groups, up to rounding). Tool calling
     and continuous batching are not supported.
     """
-
-    _staging = False  # while a checkpoint is written: _get_output_dir points at STAGING
 
     def __init__(
         self,
@@ -330,48 +322,6 @@ class PSNGRPOTrainer(GRPOTrainer):
         for name, value in self.scheduler.metrics.items():
             self._metrics["train"][f"psn/{name}"].append(value)
         self._signals.clear()
-
-    def _get_output_dir(self, trial: Any) -> str:
-        run_dir = super()._get_output_dir(trial)
-        return os.path.join(run_dir, STAGING) if self._staging else run_dir
-
-    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
-        """Write the checkpoint aside (``<output_dir>/.staging/checkpoint-N``, with the sigma
-        scheduler's state), rename it into place, then keep the newest ``save_total_limit``: a
-        kill at any moment leaves every ``checkpoint-N`` complete and the newest one usable."""
-        run_dir = super()._get_output_dir(trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        staging, final = os.path.join(run_dir, STAGING), os.path.join(run_dir, name)
-        if self.args.should_save:
-            shutil.rmtree(staging, ignore_errors=True)  # what a killed save left
-        self.accelerator.wait_for_everyone()
-        self._staging = True
-        try:
-            super()._save_checkpoint(model, trial)  # every process writes its part
-        finally:
-            self._staging = False
-        if self.args.should_save:
-            atomic_write_json(Path(staging, name, SCHEDULER_STATE), self.scheduler.state_dict())
-        self.accelerator.wait_for_everyone()
-        if self.args.should_save:
-            if os.path.exists(final):  # a step saved again after resuming from an older one
-                shutil.rmtree(final)
-            os.replace(os.path.join(staging, name), final)
-            shutil.rmtree(staging)
-            best = self.state.best_model_checkpoint  # named inside STAGING by the save
-            if best is not None and best.startswith(staging):
-                self.state.best_model_checkpoint = run_dir + best[len(staging) :]
-            rotate_checkpoints(
-                run_dir, self.args.save_total_limit, self.state.best_model_checkpoint
-            )
-        self.accelerator.wait_for_everyone()
-
-    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-        super()._load_optimizer_and_scheduler(checkpoint)
-        path = None if checkpoint is None else os.path.join(checkpoint, SCHEDULER_STATE)
-        if path is not None and os.path.exists(path):
-            with open(path) as f:
-                self.scheduler.load_state_dict(json.load(f))
 
     def _calculate_rewards(
         self, inputs: list[dict], prompts: list, completions: list, completion_ids_list: list
