@@ -224,6 +224,17 @@ def test_generate_samples_decodes_text(policy):
     assert all("<" not in text for text in decode(tok, s)[0])  # special tokens dropped
 
 
+def test_decode_gives_each_row_its_own_text_when_rows_repeat(policy):
+    """Repeated completions are decoded once; every row still gets exactly its own text."""
+    model, tok = policy
+    s = sample_tokens(model, ids_of(tok, PROMPTS[:3]), 64, eos_token_id=2, progress=False)
+    tokens, lengths = s.tokens.flatten(0, 1).tolist(), s.lengths.flatten().tolist()
+    rows = [row[:n] for row, n in zip(tokens, lengths, strict=True)]
+    assert len(set(map(tuple, rows))) < len(rows)  # the smoke policy repeats itself
+    texts = [text for prompt in decode(tok, s) for text in prompt]
+    assert texts == [tok.decode(row, skip_special_tokens=True) for row in rows]
+
+
 def test_sample_rows_takes_a_count_per_prompt(policy):
     model, tok = policy
     ids = ids_of(tok, PROMPTS[:3])
