@@ -45,20 +45,20 @@ from psnlib.noise import (
     target_linears,
     target_parameters,
 )
+from psnlib.prefix_rollouts import PrefixRollouts
 from psnlib.rollouts import SampledLogps, self_certainties
 from psnlib.sampling import sample_rows
 from psnlib.schedulers import Similarity, make_similarity
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 from psnlib.trainer_config import PSNGRPOConfig
 from psnlib.vllm_rollouts import generate_noisy
-from psnlib.weak_prefix import choose_prefixed
 
 __all__ = ["SCHEDULER_STATE", "PSNGRPOConfig", "PSNGRPOTrainer"]
 
 logger = logging.getLogger(__name__)
 
 
-class PSNGRPOTrainer(StagedCheckpoints, GRPOTrainer):
+class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
     """GRPO with parameter-space noise (PSN-RLVR). What differs from ``GRPOTrainer``:
 
     - ``_generate_single_turn``: in training, sampling runs under noise (``psnlib.noise``) and
@@ -79,7 +79,7 @@ class PSNGRPOTrainer(StagedCheckpoints, GRPOTrainer):
       self-certainty). The scheduler's state is saved with every checkpoint and restored on
       resume.
 
-    - Weak-model guidance (``prefix_prob > 0``, ``_generate_and_score_completions``): each
+    - Weak-model guidance (``prefix_prob > 0``, ``psnlib.prefix_rollouts``): each
       prompt group continues its dataset row's ``weak_prefix`` with probability ``prefix_prob``;
       the prefix joins the prompt (conditioning only) and the reward judges prefix + completion.
       Logs ``prefix/{fraction,tokens,reward_prefixed,reward_plain}``. Combines with noise and
@@ -355,49 +355,6 @@ class PSNGRPOTrainer(StagedCheckpoints, GRPOTrainer):
             if not self._trl_tis:  # else TRL's vLLM correction applies these weights
                 output["advantages"] = output["advantages"][:, None] * weights  # (B, T)
         return output
-
-    def _with_prefixes(self, inputs: list[dict]) -> tuple[list[dict], torch.Tensor]:
-        """Weak-model guidance: the groups ``choose_prefixed`` picks continue ``prompt +
-        weak_prefix``; every row gets a ``prefix`` field ("" if plain), which TRL hands the reward
-        functions, so the reward judges ``prefix + completion``. The prefix is part of the prompt:
-        no loss, TIS or token count on it. Returns the rows and the global (groups,) choice."""
-        G = self.num_generations
-        if any(not isinstance(x.get("weak_prefix"), str) for x in inputs):
-            raise ValueError(
-                "prefix_prob > 0 needs a string column 'weak_prefix' in the train dataset "
-                "(psnlib.weak_prefix.build_prefixes adds it)"
-            )
-        if any(not isinstance(x["prompt"], str) for x in inputs):
-            raise ValueError("weak prefixes continue plain-text prompts, got a conversation")
-        groups = len(inputs) // G
-        total = groups * self.accelerator.num_processes
-        chosen = choose_prefixed(
-            total, self.args.prefix_prob, self.args.seed, self.state.global_step
-        )
-        first = self.accelerator.process_index * groups
-        rows = []
-        for r, x in enumerate(inputs):
-            prefix = x["weak_prefix"] if chosen[first + r // G] else ""
-            rows.append({**x, "prompt": x["prompt"] + prefix, "prefix": prefix})
-        lengths = [
-            len(self._tokenizer(x["prefix"], add_special_tokens=False)["input_ids"])
-            for x in rows[::G]
-            if x["prefix"]
-        ]
-        metrics = self._metrics["train"]
-        metrics["prefix/fraction"].append(chosen.float().mean().item())
-        if lengths:
-            metrics["prefix/tokens"].append(sum(lengths) / len(lengths))
-        return rows, chosen
-
-    def _log_prefix_rewards(self, chosen: torch.Tensor) -> None:
-        """Mean reward of the prefixed and of the plain groups of the step (all processes)."""
-        weights = self.reward_weights.to(self._rewards_per_func.device)
-        rewards = (self._rewards_per_func * weights).nansum(dim=1)  # (B_global,)
-        prefixed = chosen.repeat_interleave(self.num_generations).to(rewards.device)
-        for name, rows in (("prefixed", prefixed), ("plain", ~prefixed)):
-            if rows.any():
-                self._metrics["train"][f"prefix/reward_{name}"].append(rewards[rows].mean().item())
 
     def _get_per_token_logps_and_entropies(
         self,
