@@ -6,11 +6,12 @@ Issue 18's speed-ups (the decoder's einsum attention, the loss forward in length
 rounding, not what is computed. This measures what that does to a run: whether any training
 step's rewards differ (a sampled token flipped), the largest weight difference after
 ``rl_steps`` steps, and the pass@k of the trained policy on one benchmark (100 problems x the
-profile's samples), per problem and averaged. Each side runs in a fresh subprocess at one thread,
+profile's samples), per problem and averaged; ``base`` evaluates the base policy (the sampler's
+rounding alone). Each side runs in a fresh subprocess at one thread,
 with its tree's ``psnlib`` on ``PYTHONPATH`` and a data directory of its own that shares the
 cached base policy (built first if missing).
 
-    PSNLIB_DATA=<data> python benchmarks/rounding.py    # grpo and psn, ~5 minutes on 2 cores
+    PSNLIB_DATA=<data> python benchmarks/rounding.py    # base, grpo, psn: ~6 minutes on 2 cores
     PSNLIB_DATA=<data> python benchmarks/rounding.py --arms grpo
 """
 
@@ -34,18 +35,24 @@ def work(arm: str, seed: int, benchmark: str, out: Path) -> None:
     import warnings
 
     from psnlib.evaluate import evaluate_at_profile
+    from psnlib.pretrain import base_policy
     from psnlib.profiles import get_profile
     from psnlib.runs import train_policy
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    model, tokenizer, log = train_policy("cpu", arm, seed)
+    if arm == "base":  # no training: the sampler alone
+        model, tokenizer, _ = base_policy("cpu")
+        rewards = []
+    else:
+        model, tokenizer, log = train_policy("cpu", arm, seed)
+        rewards = log["reward"].tolist()
     problems, curve = evaluate_at_profile(
         model, tokenizer, get_profile("cpu"), benchmark, seed=0, progress=False
     )
     torch.save(model.state_dict(), out.with_suffix(".pt"))
     result = {
-        "reward": log["reward"].tolist(),
+        "reward": rewards,
         "correct": problems["correct"].tolist(),
         "curve": dict(zip(curve["k"].tolist(), curve["pass_at_k"].tolist(), strict=True)),
     }
@@ -68,7 +75,7 @@ def compare(arm: str, today: Path, new: Path) -> None:
     scale = max(w.abs().max().item() for w in wa.values())
     steps = [i for i, (x, y) in enumerate(zip(a["reward"], b["reward"], strict=True)) if x != y]
     moved = sum(x != y for x, y in zip(a["correct"], b["correct"], strict=True))
-    print(f"\n{arm}: {len(a['reward'])} steps")
+    print(f"\n{arm}: {len(a['reward'])} training steps")
     print(f"  steps whose mean reward differs : {len(steps)} (first: {steps[0] if steps else '-'})")
     print(f"  largest weight difference       : {gap:.2e} (largest weight {scale:.2f})")
     print(
@@ -81,7 +88,9 @@ def compare(arm: str, today: Path, new: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arms", nargs="+", default=["grpo", "psn"])
+    parser.add_argument(
+        "--arms", nargs="+", default=["base", "grpo", "psn"], help="'base': the base policy"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--benchmark", default="countdown-l3")
     parser.add_argument("--baseline", default=BASELINE, help="commit of the other side")
