@@ -267,7 +267,8 @@ _VARIANT_I = (("psn_kl", (("kl_target", 0.004), ("sigma", 0.001))),)
 # `python benchmarks/sampling.py --suite` (issue 18, README "Performance"). It is made on CPU,
 # since no GPU has measured it here yet. There the decoder beat `generate` at every length
 # measured, 1.77x at 512 full-length high-entropy tokens, so it stays the default. The paper
-# profile evaluates with vLLM because the decoder's cache would not fit (issue 20).
+# profile evaluates with vLLM because the decoder's cache would not fit (issue 20), and its
+# launch line (docs/scale_out.md) samples the training rollouts with vLLM for the same reason.
 _GPU = Profile(
     name="gpu",
     base=PolicySpec(name_or_path="Qwen/Qwen2.5-Math-1.5B"),
