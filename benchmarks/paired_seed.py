@@ -2,9 +2,10 @@
 core-minutes, today (a git worktree of a baseline commit) against this checkout, in one run.
 
 A paired seed is: train the ``grpo`` and the ``psn`` arm for the profile's ``rl_steps`` from the
-base policy, then evaluate both trained policies on every benchmark the claims made at the main
-seeds read (``main_results``: the in-distribution benchmarks; ``ood``: the out-of-distribution
-ones; the cpu profile's seven) at ``eval_samples`` samples per problem (512 at cpu). The base
+base policy, then evaluate both trained policies on every benchmark the experiments evaluate
+their main-seed runs on (``psnlib.experiments.planned_work``: ``main_results``' in-distribution
+benchmarks and ``ood``'s others, the cpu profile's seven) at ``eval_samples`` samples per problem
+(512 at cpu). The base
 policy's own evaluation is shared by all seeds and not counted.
 
 To fit a benchmark, the run scales down: ``--steps`` training steps per arm and ``--problems``
@@ -68,7 +69,7 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     from transformers.trainer_callback import PrinterCallback
 
     from psnlib.evaluate import evaluate_policy
-    from psnlib.experiments import benchmarks_of
+    from psnlib.experiments import GRPO, PSN, planned_work
     from psnlib.models import load_policy
     from psnlib.profiles import get_profile
     from psnlib.runs import rl_config, train_set
@@ -79,6 +80,10 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     profile = get_profile("cpu")
+    main_seed = profile.seeds[-1]  # a main seed that no ablation shares
+    read = {
+        v.arm: b for v, seed, b in planned_work(profile) if seed == main_seed and v in (GRPO, PSN)
+    }
     clock = dict.fromkeys(PARTS, 0.0)
     train_total = 0.0
     policies = []
@@ -106,8 +111,8 @@ def work(args: argparse.Namespace) -> dict[str, float]:
         policies.append(trainer.model.eval())
     clock["TRL bookkeeping"] = train_total - sum(clock[p] for p in PARTS[:3])
     start = time.process_time()
-    for model in policies:
-        for benchmark in (*benchmarks_of(profile, "id"), *benchmarks_of(profile, "ood")):
+    for arm, model in zip(ARMS, policies, strict=True):
+        for benchmark in read[arm]:  # what the experiments evaluate the arm's main-seed run on
             evaluate_policy(
                 model,
                 tokenizer,
