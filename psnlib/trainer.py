@@ -371,22 +371,12 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         without the padding (``psnlib.length_groups``); with one group, or MoE or multimodal
         inputs, TRL's own forward over the padded batch."""
         forward = super()._get_per_token_logps_and_entropies
-        plain = self.args.loss_groups == 1 or compute_aux_loss
-        if plain or any(x is not None for x in multimodal.values()):
-            return forward(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
-                compute_aux_loss, **multimodal,
-            )  # fmt: skip
-        return grouped_forward(
-            forward,
-            model,
-            input_ids,
-            attention_mask,
-            logits_to_keep,
-            self.args.loss_groups,
-            batch_size=batch_size,
-            compute_entropy=compute_entropy,
-        )
+        batch = (model, input_ids, attention_mask, logits_to_keep)
+        options = {"batch_size": batch_size, "compute_entropy": compute_entropy}
+        multimodal_input = any(x is not None for x in multimodal.values())
+        if self.args.loss_groups == 1 or compute_aux_loss or multimodal_input:
+            return forward(*batch, **options, compute_aux_loss=compute_aux_loss, **multimodal)
+        return grouped_forward(forward, *batch, self.args.loss_groups, **options)
 
     def get_off_policy_mask(
         self,
