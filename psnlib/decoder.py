@@ -117,6 +117,7 @@ class Cohort:
         self.prompt = torch.zeros(capacity, dtype=torch.long, device=k.device)
         self.prompt[:P] = prompt_index  # the caller's index of each node's prompt
         self.m, self.s = P, 0  # nodes (slots in use) and tokens generated so far
+        self.bias = self.prompt_bias  # this step's (m, W) or (m, P*W) rows of it, set by layer 0
 
     def __len__(self) -> int:
         return self.m
@@ -127,7 +128,9 @@ class Cohort:
         keys, values = self.keys[layer][: s + 1, :m], self.values[layer][: s + 1, :m]
         keys[s], values[s] = k, v
         local = self.local[:m]
-        bias = self.prompt_bias.index_select(0, local)  # (m, W) or, masked, (m, P*W)
+        if layer == 0:  # the same for every layer of this step
+            self.bias = self.prompt_bias.index_select(0, local)  # (m, W) or, masked, (m, P*W)
+        bias = self.bias
         if self.masked:
             prompt = torch.baddbmm(bias, q.transpose(0, 1), self.prompt_keys[layer]).transpose(0, 1)
         else:

@@ -61,11 +61,19 @@ def self_certainty(logits: torch.Tensor) -> torch.Tensor:
 
 
 def lexical_similarity(a: list[str], b: list[str]) -> list[float]:
-    """``difflib`` match ratio ``2 M / (|a| + |b|)`` of each pair (M: matched characters)."""
-    return [
-        difflib.SequenceMatcher(None, x, y, autojunk=False).ratio()
-        for x, y in zip(a, b, strict=True)
-    ]
+    """``difflib`` match ratio ``2 M / (|a| + |b|)`` of each pair (M: matched characters).
+
+    Each distinct pair is matched once, and a string against itself is 1.0 without matching
+    (difflib's own value: M = |a|, or 1.0 for two empty strings), so a low-entropy policy's many
+    repeated responses cost nothing."""
+    ratio: dict[tuple[str, str], float] = {}
+    for pair in zip(a, b, strict=True):
+        if pair not in ratio:
+            x, y = pair
+            ratio[pair] = (
+                1.0 if x == y else difflib.SequenceMatcher(None, x, y, autojunk=False).ratio()
+            )
+    return [ratio[pair] for pair in zip(a, b, strict=True)]
 
 
 def semantic_available() -> bool:

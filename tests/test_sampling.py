@@ -1,6 +1,8 @@
 """Sampling: greedy equals ``generate``, sampled frequencies match the softmax, EOS and padding,
 seeds, log-probs, bad input; vLLM when installed."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import is_inference_mode_enabled as is_inference
@@ -233,6 +235,27 @@ def test_decode_gives_each_row_its_own_text_when_rows_repeat(policy):
     assert len(set(map(tuple, rows))) < len(rows)  # the smoke policy repeats itself
     texts = [text for prompt in decode(tok, s) for text in prompt]
     assert texts == [tok.decode(row, skip_special_tokens=True) for row in rows]
+
+
+def test_batch_decode_is_the_tokenizers_own_in_one_backend_call(policy, monkeypatch):
+    """A fast tokenizer without space clean-up is decoded by one backend call, to the strings of
+    its own ``batch_decode``; with clean-up on, by its ``batch_decode``."""
+    _, tok = policy
+    rows = [[5, 6, 2, 7], [], [9, 9, 9, 0, 1], [2]]  # special tokens (EOS 2, pad 0) included
+    want = tok.batch_decode(rows, skip_special_tokens=True)
+    backend, calls = tok.backend_tokenizer, []
+
+    def decode_batch(ids, **kwargs):
+        calls.append(len(ids))
+        return backend.decode_batch(ids, **kwargs)
+
+    monkeypatch.setattr(tok, "_tokenizer", SimpleNamespace(decode_batch=decode_batch))
+    assert sampling.batch_decode(tok, rows) == want
+    assert calls == [len(rows)]
+    monkeypatch.setattr(tok, "_tokenizer", backend)
+    monkeypatch.setattr(tok, "clean_up_tokenization_spaces", True)
+    monkeypatch.setattr(tok, "batch_decode", lambda ids, **kw: ["cleaned"] * len(ids))
+    assert sampling.batch_decode(tok, rows) == ["cleaned"] * len(rows)
 
 
 def test_sample_rows_takes_a_count_per_prompt(policy):

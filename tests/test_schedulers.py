@@ -1,5 +1,6 @@
 """Sigma schedulers on synthetic signals: the exact rules, the bounds, SC, and the similarities."""
 
+import difflib
 import math
 
 import pytest
@@ -181,6 +182,24 @@ def test_bad_settings_are_refused(make, message):
 def test_lexical_similarity_is_one_for_identical_and_zero_for_disjoint_strings():
     assert lexical_similarity(["7*3=21", "", "abc"], ["7*3=21", "", "xyz"]) == [1.0, 1.0, 0.0]
     assert 0 < lexical_similarity(["7*3=21,21+5=26"], ["7*3=21,21-5=16"])[0] < 1
+
+
+def test_lexical_similarity_matches_each_distinct_pair_once(monkeypatch):
+    """Repeated pairs reuse their ratio and identical strings skip difflib: difflib's values."""
+    a = ["7*3=21", "7*3=21", "5+4=9", "7*3=21", ""]
+    b = ["7*3=22", "7*3=22", "5+4=9", "5+4=9", ""]
+    pairs = zip(a, b, strict=True)
+    want = [difflib.SequenceMatcher(None, x, y, autojunk=False).ratio() for x, y in pairs]
+    matched = []
+    matcher = difflib.SequenceMatcher
+
+    def counting(isjunk, x, y, autojunk):
+        matched.append((x, y))
+        return matcher(isjunk, x, y, autojunk=autojunk)
+
+    monkeypatch.setattr(schedulers.difflib, "SequenceMatcher", counting)
+    assert lexical_similarity(a, b) == want
+    assert matched == [("7*3=21", "7*3=22"), ("7*3=21", "5+4=9")]
 
 
 def test_similarity_names(monkeypatch):
