@@ -19,6 +19,13 @@ The split: ``sampling`` (rollouts, ``_generate_single_turn``), ``loss forward``
 (``_get_per_token_logps_and_entropies``), ``backward`` (``accelerator.backward``), ``TRL
 bookkeeping`` (the rest of a step: rewards, advantages, optimizer, logging) and ``evaluation``.
 
+Beside them, each tree's ``matmul floor``: the CPU time its linear layers' FLOPs would take at
+the fp32 matmul rate measured in the same worker (``sampling.matmul_gflops``, the policy's
+shapes). It counts every token row that enters the first layer's MLP (the decoder's nodes,
+prefills, the loss forwards with their padding, informativeness) at 2 FLOPs per ``nn.Linear``
+weight, and 4 more per weight for rows that carry gradients; attention and elementwise work cost
+extra, so no implementation of the same arithmetic gets under it. It is not part of the total.
+
     python benchmarks/paired_seed.py                      # ~15 minutes on 2 cores
     python benchmarks/paired_seed.py --steps 4 --problems 4 --rounds 1   # quicker, noisier
 """
@@ -39,6 +46,7 @@ BASELINE = "8d49a5e"  # main when issue 18's halving began: the powered replicat
 TARGET = 0.5  # acceptance: new / today cost per paired seed
 ARMS = ("grpo", "psn")
 PARTS = ("sampling", "loss forward", "backward", "TRL bookkeeping", "evaluation")
+FLOOR = "matmul floor"
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -59,13 +67,39 @@ def _timed(owner: object, name: str, clock: dict[str, float], part: str) -> None
     setattr(owner, name, wrapper)
 
 
+class MatmulFloor:
+    """Counts the token rows entering a policy's first MLP, and the CPU seconds their
+    ``nn.Linear`` FLOPs take at ``gflops``: 2 per weight forward, 4 more with gradients."""
+
+    def __init__(self, gflops: float) -> None:
+        self.gflops, self.flops = gflops, 0.0
+
+    def watch(self, model) -> None:
+        import torch
+
+        weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+        def count(module, inputs) -> None:
+            x = inputs[0]
+            rows = x.numel() // x.shape[-1]
+            self.flops += (6 if x.requires_grad else 2) * weights * rows
+
+        model.model.layers[0].mlp.gate_proj.register_forward_pre_hook(count)
+
+    @property
+    def seconds(self) -> float:
+        return self.flops / (self.gflops * 1e9)
+
+
 def work(args: argparse.Namespace) -> dict[str, float]:
     """Train both arms for ``args.steps`` and evaluate both on ``args.problems`` problems of
-    each benchmark of the main seeds' claims; CPU seconds per part (imports ``psnlib`` from
-    ``PYTHONPATH``)."""
+    each benchmark of the main seeds' claims; CPU seconds per part, and the matmul floor of
+    training (``FLOOR``) and of evaluation (``FLOOR`` + " eval"), imports ``psnlib`` from
+    ``PYTHONPATH``."""
     import warnings
 
     import torch
+    from sampling import matmul_gflops  # benchmarks/sampling.py, beside this file
     from transformers.trainer_callback import PrinterCallback
 
     from psnlib.evaluate import evaluate_policy
@@ -87,8 +121,11 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     clock = dict.fromkeys(PARTS, 0.0)
     train_total = 0.0
     policies = []
+    floor = None
     for arm in ARMS:
         model, tokenizer = load_policy(args.policy, dtype=torch.float32)
+        floor = floor or MatmulFloor(matmul_gflops(model, rows=1024))
+        floor.watch(model)
         with tempfile.TemporaryDirectory() as tmp:
             config = rl_config(
                 profile, arm, args.seed, tmp, max_steps=args.steps, save_strategy="no"
@@ -110,6 +147,7 @@ def work(args: argparse.Namespace) -> dict[str, float]:
             train_total += time.process_time() - start
         policies.append(trainer.model.eval())
     clock["TRL bookkeeping"] = train_total - sum(clock[p] for p in PARTS[:3])
+    clock[FLOOR], floor.flops = floor.seconds, 0.0
     start = time.process_time()
     for arm, model in zip(ARMS, policies, strict=True):
         for benchmark in read[arm]:  # what the experiments evaluate the arm's main-seed run on
@@ -125,6 +163,7 @@ def work(args: argparse.Namespace) -> dict[str, float]:
                 progress=False,
             )
     clock["evaluation"] = time.process_time() - start
+    clock[FLOOR + " eval"] = floor.seconds
     return clock
 
 
@@ -142,8 +181,10 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, float]:
 
 
 def baseline_tree(path: Path, commit: str) -> Path:
-    """A git worktree of ``commit`` at ``path`` (made if missing)."""
+    """A git worktree of ``commit`` at ``path`` (made if missing; a registration left by a
+    deleted one, e.g. a cleared /tmp, is pruned first)."""
     if not path.exists():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "prune"], check=True)
         subprocess.run(
             ["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), commit], check=True
         )
@@ -200,8 +241,10 @@ def main() -> None:
 
     def minutes(clock: dict[str, float]) -> dict[str, float]:
         train = {p: clock[p] * factor["train"] for p in PARTS[:4]}
-        return {**train, "evaluation": clock["evaluation"] * factor["eval"]} | {
-            "total": sum(train.values()) + clock["evaluation"] * factor["eval"]
+        evaluation = clock["evaluation"] * factor["eval"]
+        floor = clock[FLOOR] * factor["train"] + clock[FLOOR + " eval"] * factor["eval"]
+        return {**train, "evaluation": evaluation, "total": sum(train.values()) + evaluation} | {
+            FLOOR: floor
         }
 
     cost = {name: [minutes(c) for c in clocks] for name, clocks in runs.items()}
@@ -212,7 +255,7 @@ def main() -> None:
         f"time; policy {args.policy}; today = {args.baseline}, {args.rounds} rounds"
     )
     print(f"{'part':<16} {'today':>8} {'new':>8} {'new/today':>10}")
-    for part in (*PARTS, "total"):
+    for part in (*PARTS, "total", FLOOR):
         today = statistics.median(c[part] for c in cost["today"]) / 60
         new = statistics.median(c[part] for c in cost["new"]) / 60
         print(f"{part:<16} {today:8.2f} {new:8.2f} {new / today:10.3f}")
@@ -220,6 +263,13 @@ def main() -> None:
     print(
         f"ratio new / today per round: {', '.join(f'{x:.3f}' for x in ratios)}; "
         f"median {statistics.median(ratios):.3f} (target <= {TARGET})"
+    )
+    today = statistics.median(c["total"] for c in cost["today"])
+    floor = statistics.median(c[FLOOR] for c in cost["new"])
+    print(
+        f"new's matmul floor is {floor / today:.3f} of today's cost: the target asks for the "
+        f"whole paired seed within {TARGET * today / floor:.2f}x of its linear layers' FLOPs "
+        "at the measured fp32 matmul rate"
     )
 
 
