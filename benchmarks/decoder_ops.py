@@ -10,10 +10,11 @@ ops' self CPU time:
 - ``other``: everything else (norms, rotary, SiLU, softmax, copies, sampling, bookkeeping).
 
 The baseline is the **matmul floor**: the ``nn.Linear`` FLOPs of every token row that entered the
-first layer's MLP, at the fp32 matmul rate measured here at the policy's shapes
-(``sampling.matmul_gflops``, 1024 rows). The printout gives the linear ops' achieved rate against
-it and the whole decoder's time as a multiple of it. The policy is ``--policy``, else the cached
-cpu base policy (a random tiny Qwen2 of its shape if that is not built).
+first layer's MLP (``paired_seed.MatmulFloor``), at the fp32 matmul rate measured here at the
+policy's shapes (``sampling.matmul_gflops``, 1024 rows). The printout gives the linear ops'
+achieved rate against it and the whole decoder's time as a multiple of it. The policy is
+``--policy``, else the cached cpu base policy (a random tiny Qwen2 of its shape if that is not
+built).
 
     PSNLIB_DATA=<data> python benchmarks/decoder_ops.py
     PSNLIB_DATA=<data> python benchmarks/decoder_ops.py --policy <a trained run's policy dir>
@@ -25,7 +26,8 @@ import argparse
 from collections import defaultdict
 
 import torch
-from sampling import load_model, matmul_gflops  # benchmarks/sampling.py, beside this file
+from paired_seed import MatmulFloor  # benchmarks/, beside this file
+from sampling import load_model, matmul_gflops
 from torch.profiler import ProfilerActivity, profile
 
 from psnlib.sampling import sample_prompts
@@ -53,32 +55,27 @@ def main() -> None:
     torch.set_num_threads(1)
     args.random, args.max_new_tokens = False, 48  # what sampling.load_model reads
     model, tokenizer, name = load_model(args)
-    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    rows = [0]
-    model.model.layers[0].mlp.gate_proj.register_forward_pre_hook(
-        lambda module, inputs: rows.__setitem__(
-            0, rows[0] + inputs[0].numel() // inputs[0].shape[-1]
-        )
-    )
+    floor = MatmulFloor(matmul_gflops(model, rows=1024))
+    floor.watch(model)
     prompts = list(load_benchmark(args.benchmark, args.problems, seed=0)["prompt"])
-    gflops = matmul_gflops(model, rows=1024)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         sample_prompts(model, tokenizer, prompts, args.samples, with_stats=True, progress=False)
     seconds: dict[str, float] = defaultdict(float)
     for event in prof.key_averages():
         seconds[GROUPS.get(event.key, "other")] += event.self_cpu_time_total / 1e6
     total = sum(seconds.values())
-    floor = 2 * weights * rows[0] / (gflops * 1e9)
     print(
         f"{name}; {args.benchmark}, {args.problems} problems x {args.samples} samples; "
-        f"{rows[0]:,} token rows through the layers, 1 thread, torch profiler self CPU time"
+        f"{floor.flops / 1e9:,.0f} GFLOP through the linear layers, 1 thread, torch profiler self "
+        "CPU time"
     )
     for group in ("linear", "attention", "cache moves", "other"):
         print(f"  {group:<12} {seconds[group]:7.2f} s  {seconds[group] / total:6.1%}")
     print(f"  {'total':<12} {total:7.2f} s")
     print(
-        f"matmul floor {floor:.2f} s ({gflops:.0f} GFLOP/s measured here); linear ops reach "
-        f"{floor / seconds['linear']:.2f} of that rate; the decoder takes {total / floor:.2f}x "
+        f"matmul floor {floor.seconds:.2f} s ({floor.gflops:.0f} GFLOP/s measured here); "
+        f"linear ops reach {floor.seconds / seconds['linear']:.2f} of that rate; the decoder "
+        f"takes {total / floor.seconds:.2f}x "
         "its floor"
     )
 
