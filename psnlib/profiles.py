@@ -173,21 +173,22 @@ _SMOKE = Profile(
 # - base: 4800 SFT steps (3x the first cpu run's 1600): l3 pass@1 2.9% -> 7.3%, l1 14.5%; the
 #   curve is still rising, and ~26 minutes of SFT at two threads is what the budget allows. A
 #   3.5M-parameter base at 1600 steps reached only 2.5%; search traces lowered pass@1 (2.4%).
-# - weak: 1400 SFT steps (600 before): l3 pass@1 4.5%, 0.61 of the base's 7.4% (gate 0.3-0.8;
-#   `make reproduce`, figures/cpu/regime.json).
+# - weak: 1400 SFT steps (600 before): l3 pass@1 3.9%, 0.51 of the base's 7.6% (gate 0.3-0.8;
+#   `make reproduce`, figures/cpu/regime.json; the previous build of both policies: 4.5%, 0.61).
 # - sigma 0.011: the papers' KL of 0.004 per token, calibrated on a GRPO checkpoint of this base
 #   (KL = 106 sigma^2.25; 0.175 x the MLP weight RMS of 0.063); a PSN run at it logged a median
 #   KL proxy of 0.0052 and TIS ESS 0.993; the 16 PSN fixed runs of `make reproduce`: median KL
-#   0.0045, ESS 0.9927 (figures/cpu/regime.json). The sweep spans KL 0.002 / 0.004 / 0.008.
+#   0.0038, ESS 0.9931 (figures/cpu/regime.json). The sweep spans KL 0.002 / 0.004 / 0.008.
 # - Variant I steers to the papers' 0.004 (the released code's 0.003-0.005).
 # - RL: 16 prompts x 8 per step, constant learning rate (the papers'); from this base GRPO lifts
 #   l3 pass@1 x1.35 over 4 seeds (7.2% -> 9.0-10.8%; 32 prompts: x1.49 over 3 seeds, at twice
 #   the cost) and lowers pass@128 from 98% to 73-90%; over the 16 seeds of `make reproduce`,
-#   x1.24 on l3 (gate 1.3: fails) and the ID-average pass@256 99.0% -> 86.4%.
+#   x1.27 on l3 (gate 1.3: fails) and the ID-average pass@256 98.9% -> 88.3%.
 # - Power (issue 21): 16 paired seeds for the primary comparisons, 512 samples per problem; the
 #   ablations (and Pass@k training, not a primary claim) at one seed. Sized from the observed
 #   spread: at 10 seeds the PSN fixed - GRPO pass@256 difference had a seed SD of 7.2 points
 #   (95% interval [-9.0, +1.3]); a +/- 4 point interval needs t(n-1) * 7.2 / sqrt(n) <= 4, n >= 16.
+#   At 16 seeds `make reproduce` gave [-2.8, +1.5] (figures/cpu/15_results_claims.csv).
 _CPU = Profile(
     name="cpu",
     base=PolicySpec(
@@ -216,7 +217,8 @@ _CPU = Profile(
     arm_settings=(("psn_kl", (("kl_target", 0.004),)),),
     # Half the default batch: a GRPO run of 80 steps took 75 s at 16 prompts and 155 s at 32 (one
     # thread each, two at a time on two cores), and the powered reproduction (86 runs, 456
-    # benchmark evaluations) has to fit 3 hours on 2 cores (it took 2.49 h: docs/regime.md, 10).
+    # benchmark evaluations) has to fit 3 hours on 2 cores (it took about 2.6 h: README,
+    # "Measured cost").
     rl_prompts_per_step=16,
     # A tiny policy's activations fit in memory many times over: recomputing them cost 18% of a
     # step (cProfile of 6 PSN steps at this profile: 31.9 s with it, 26.3 s without).
