@@ -57,6 +57,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
+# The kernel's own log at ERROR: ipykernel 7 warns at every start that its localhost TCP sockets
+# are unencrypted (17 identical lines per reproduction); cell output, the notebooks' warnings
+# included, is not the kernel's log and still shows.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
@@ -96,6 +100,7 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
         cwd=str(path.parent),
         progress_bar=False,
         log_output=True,
+        extra_arguments=KERNEL_ARGUMENTS,
     )
     if not metrics_path.exists():
         raise RuntimeError(f"{path.name} finished without writing its metrics to {metrics_path}")

@@ -121,3 +121,27 @@ def test_the_published_report_names_no_machine_directory(tmp_path):
     report = reproduce.static_report(nb, root)
     assert report.cells[0].source == 'figures_dir = "../figures/cpu"'
     assert report.cells[0].outputs[0]["text"] == "written to ../figures/cpu/x.json\n"
+
+
+def test_run_notebook_publishes_a_quiet_kernel(tmp_path, capfd):
+    """A notebook run does not print the kernel's start-up notices (ipykernel 7 warns at every
+    start that its localhost sockets are unencrypted: one line per notebook)."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "profile = 'x'\nfigures_dir = ''\nmetrics_path = ''", metadata={"tags": ["parameters"]}
+        ),
+        nbformat.v4.new_code_cell("open(metrics_path, 'w').write('{}')"),
+    ]
+    path = tmp_path / "nb" / "00_tiny.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    metrics = reproduce.run_notebook(path, "smoke", tmp_path / "figures", tmp_path / "runs")
+    assert metrics.read_text() == "{}"
+    assert (tmp_path / "figures" / "notebooks" / path.name).exists()
+    assert "[IPKernelApp] WARNING" not in "".join(capfd.readouterr())
