@@ -170,6 +170,7 @@ class PSNGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         self.check_counts()
         self.check_precision()
+        self.name_checkpointing()
         super().__post_init__()
         self.noise_config()  # validates sigma, noise_scope and noise_targets
         self.sigma_schedule()  # validates sigma_scheduler and its settings
@@ -209,6 +210,13 @@ class PSNGRPOConfig(GRPOConfig):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def name_checkpointing(self) -> None:
+        """TRL's ``gradient_checkpointing`` (default True), under the name transformers 5 reads,
+        ``activation_checkpointing``, when that is not given: the same setting, without the
+        FutureWarning that the old name raises at every config."""
+        if getattr(self, "activation_checkpointing", False) is None:  # transformers < 5.x: absent
+            self.activation_checkpointing = self.gradient_checkpointing
 
     def check_precision(self) -> None:
         """On a CPU, TRL's default ``bf16=True`` (meant for GPUs) becomes False, and an explicit

@@ -4,6 +4,7 @@ directory of the command line (its recorded settings), counts, and bf16 on a CPU
 
 import json
 import re
+import warnings
 
 import pandas as pd
 import pytest
@@ -237,3 +238,15 @@ def test_the_package_versions_are_recorded_with_the_figures(tmp_path):
     versions = json.loads((tmp_path / "versions.json").read_text())
     assert versions["torch"] == torch.__version__
     assert {"python", "transformers", "trl", "datasets"} <= set(versions)
+
+
+def test_trl_checkpointing_default_is_kept_without_a_future_warning(tmp_path):
+    """TRL defaults ``gradient_checkpointing`` to True; transformers 5 warns at every config that
+    the name is deprecated. The config keeps TRL's setting under the new name, silently, and an
+    explicit ``gradient_checkpointing`` still decides."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        args = small_config(tmp_path)
+        off = small_config(tmp_path, gradient_checkpointing=False)
+    assert args.activation_checkpointing is True and args.gradient_checkpointing is True
+    assert off.activation_checkpointing is False and off.gradient_checkpointing is False
