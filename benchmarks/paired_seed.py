@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BASELINE = "8d49a5e"  # main when issue 18's halving began: the powered replication's code
+BASELINE = "8d49a5e"  # main when issue 18's halving began (the previous cpu figures' code)
 TARGET = 0.5  # acceptance: new / today cost per paired seed
 ARMS = ("grpo", "psn")
 PARTS = ("sampling", "loss forward", "backward", "TRL bookkeeping", "evaluation")
