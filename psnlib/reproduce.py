@@ -104,7 +104,8 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
     )
     if not metrics_path.exists():
         raise RuntimeError(f"{path.name} finished without writing its metrics to {metrics_path}")
-    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4), ROOT)
+    out = [figures_dir.parents[1]] if figures_dir.parent.name == "figures" else []  # --out
+    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4), ROOT, *out)
     atomic_write_text(figures_dir / "notebooks" / path.name, nbformat.writes(executed))
     return metrics_path
 
@@ -112,19 +113,22 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def static_report(nb: nbformat.NotebookNode, root: Path | None = None) -> nbformat.NotebookNode:
+def static_report(nb: nbformat.NotebookNode, *roots: Path) -> nbformat.NotebookNode:
     """An executed notebook as a static report: each progress-bar widget kept as its final text,
     without the widget state (two thirds of the bytes of the executed notebooks at smoke), and
-    the checkout's absolute path ``root`` written as ``..`` (relative to ``notebooks/``, where
-    the notebooks run), so the report names no machine's directories."""
+    each absolute path in ``roots`` (the checkout, then a ``--out`` directory) written as ``..``,
+    as a default run's checkout reads from ``notebooks/``, where the notebooks run: the report
+    names no machine's directories (``figures_dir = "../figures/cpu"`` either way)."""
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             output.get("data", {}).pop(WIDGET_VIEW, None)
-    if root is None:
+    if not roots:
         return nb
     text = nbformat.writes(nb)  # paths hold no character that JSON escapes
-    return nbformat.reads(text.replace(f"{root}/", "../"), as_version=4)
+    for root in roots:
+        text = text.replace(f"{root}/", "../")
+    return nbformat.reads(text, as_version=4)
 
 
 def _build(spec: PolicySpec) -> str:

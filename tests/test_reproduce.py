@@ -121,11 +121,18 @@ def test_the_published_report_names_no_machine_directory(tmp_path):
     report = reproduce.static_report(nb, root)
     assert report.cells[0].source == 'figures_dir = "../figures/cpu"'
     assert report.cells[0].outputs[0]["text"] == "written to ../figures/cpu/x.json\n"
+    # a reproduction with --out elsewhere publishes the same report
+    out = tmp_path / "elsewhere"
+    nb.cells[0].source = f'figures_dir = "{out}/figures/cpu"'
+    assert (
+        reproduce.static_report(nb, root, out).cells[0].source == 'figures_dir = "../figures/cpu"'
+    )
 
 
-def test_run_notebook_publishes_a_quiet_kernel(tmp_path, capfd):
+def test_run_notebook_is_quiet_and_publishes_no_machine_directory(tmp_path, capfd):
     """A notebook run does not print the kernel's start-up notices (ipykernel 7 warns at every
-    start that its localhost sockets are unencrypted: one line per notebook)."""
+    start that its localhost sockets are unencrypted: one line per notebook), and its report,
+    run with ``--out`` outside the checkout, names the figures as a default run does."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -136,12 +143,15 @@ def test_run_notebook_publishes_a_quiet_kernel(tmp_path, capfd):
         nbformat.v4.new_code_cell(
             "profile = 'x'\nfigures_dir = ''\nmetrics_path = ''", metadata={"tags": ["parameters"]}
         ),
-        nbformat.v4.new_code_cell("open(metrics_path, 'w').write('{}')"),
+        nbformat.v4.new_code_cell("open(metrics_path, 'w').write('{}')\nprint(figures_dir)"),
     ]
     path = tmp_path / "nb" / "00_tiny.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
-    metrics = reproduce.run_notebook(path, "smoke", tmp_path / "figures", tmp_path / "runs")
+    out = tmp_path / "out"  # as `python -m psnlib.reproduce --out <tmp_path>/out`
+    figures = out / "figures" / "smoke"
+    metrics = reproduce.run_notebook(path, "smoke", figures, out / "runs" / "smoke")
     assert metrics.read_text() == "{}"
-    assert (tmp_path / "figures" / "notebooks" / path.name).exists()
+    report = (figures / "notebooks" / path.name).read_text()
+    assert str(out) not in report and "../figures/smoke" in report
     assert "[IPKernelApp] WARNING" not in "".join(capfd.readouterr())
