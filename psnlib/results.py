@@ -98,12 +98,11 @@ def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> 
     the status ``NOT_RUN`` instead of a verdict."""
     margin = claim.margin * abs(theirs) if claim.direction == 0 and seeds else float("nan")
     se = standard_error(lo, hi, seeds) if seeds > 1 else float("nan")
-    word = verdict(lo, hi, claim.direction, seeds, margin=margin, effect=claim.effect)
     return {
         "effect": float("nan") if claim.effect is None else claim.effect,
         "margin": margin,
         "mde": minimum_detectable_effect(se, seeds),
-        "verdict": word if seeds else NOT_RUN,
+        "verdict": verdict(lo, hi, claim.direction, seeds, margin=margin) if seeds else NOT_RUN,
     }
 
 

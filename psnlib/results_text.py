@@ -104,11 +104,11 @@ others), the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. T
 95%: a paired t-interval over the training seeds with two or more seeds (the arms of a seed share
 its data order and evaluation streams); with one seed, a paired bootstrap over problems, which
 leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the interval clear of
-0; *contradicted*: otherwise, the interval excludes the paper's own difference (*paper
-effect*, taken in this testbed's units) or lies clear of 0 the other way; *inconclusive*:
-anything else (the interval covers 0 and the paper's difference, or covers 0 where the paper
-gives no number). "About equal" claims are judged against the equivalence margin in their row:
-reproduced inside it, contradicted wholly outside.
+0; *contradicted*: the interval clear of 0 the other way; *inconclusive*: anything else (an
+interval that covers 0 but lies below the paper's own difference, *paper effect*, excludes the
+paper's size but not its direction). "About equal" claims are
+judged against the equivalence margin in their row: reproduced inside it, contradicted wholly
+outside.
 One-seed rows are *exploratory*, never a verdict. *MDE*: the smallest difference that a paired
 t-test over these seeds detects with 80% power at the observed spread. A claim whose policies
 this profile does not train (e.g. a third base model) is listed as *{not_run}*, with the reason.
@@ -121,9 +121,8 @@ def _seeds_text(seeds: tuple[int, ...]) -> str:
 
 def discussion(table: pd.DataFrame) -> str:
     """What the claims table says, claim by claim, in words computed from its numbers: each
-    multi-seed claim's verdict, difference, MDE and whether its interval excludes the paper's
-    effect or, if not, the seeds that effect would need; the one-seed claims listed as
-    exploratory, the claims without runs as not run."""
+    multi-seed claim's verdict, difference, MDE and the seeds the paper's effect would need; the
+    one-seed claims listed as exploratory, the claims without runs as not run."""
     lines, exploratory, absent = [], [], []
     for r in table.itertuples():
         st = r.statistic
@@ -142,9 +141,7 @@ def discussion(table: pd.DataFrame) -> str:
         )
         if not np.isnan(r.margin):
             text += f"; the equivalence margin is ±{r.margin:.2f}"
-        if not np.isnan(r.effect) and not r.lo <= r.effect <= r.hi:
-            text += f"; the interval excludes the paper's {r.effect:+.1f}"
-        elif not np.isnan(r.effect):
+        if not np.isnan(r.effect):
             sd = standard_error(r.lo, r.hi, r.seeds) * np.sqrt(r.seeds)
             need = seeds_needed(sd, r.effect) if sd > 0 else 2
             text += f"; the paper's {r.effect:+.1f} would need " + (

@@ -7,12 +7,9 @@ paired t-interval ``mean(d) +/- t_{0.975, n-1} * se``, ``se = sd(d) / sqrt(n)``.
 Verdict words (``verdict``):
 
 - *reproduced*: the paper's direction, the interval clear of 0;
-- *contradicted*: otherwise, the interval excludes the paper's reported difference (``effect``,
-  where the paper gives one), or lies clear of 0 the other way. An interval that covers 0 but
-  lies wholly below the paper's difference is contradicted: the data rule out the size the paper
-  reports, in the statistic's units of this testbed;
-- *inconclusive*: anything else (an interval that covers 0 and the paper's difference, or covers
-  0 where the paper gives no number);
+- *contradicted*: the interval clear of 0 the other way;
+- *inconclusive*: anything else, including an interval that covers 0 but lies wholly below the
+  paper's reported difference: the paper's size is then excluded, its direction is not refuted;
 - "about equal" claims (direction 0) are judged against an equivalence margin ``m``, stated with
   the claim: *reproduced* when the interval lies inside ``[-m, m]``, *contradicted* when it lies
   wholly outside, *inconclusive* otherwise;
@@ -52,14 +49,11 @@ def verdict(
     direction: int,
     seeds: int,
     margin: float | None = None,
-    effect: float | None = None,
 ) -> str:
     """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
 
     ``direction`` is 1 when the paper finds ``ours`` ahead, 0 for "about equal" (then ``margin``,
-    the equivalence margin in the statistic's units, is required). ``effect``: the paper's own
-    ``ours - theirs`` (None or NaN where it gives no number); a direction-1 interval that is not
-    clear of 0 and excludes it is contradicted. Precedence: reproduced, then contradicted."""
+    the equivalence margin in the statistic's units, is required)."""
     if direction not in (0, 1):
         raise ValueError(f"direction must be 1 (ours ahead) or 0 (about equal), got {direction}")
     if seeds < 2:
@@ -72,8 +66,9 @@ def verdict(
         return CONTRADICTED if lo > margin or hi < -margin else INCONCLUSIVE
     if lo > 0:
         return REPRODUCED
-    excluded = effect is not None and not math.isnan(effect) and not lo <= effect <= hi
-    return CONTRADICTED if hi < 0 or excluded else INCONCLUSIVE
+    if hi < 0:
+        return CONTRADICTED
+    return INCONCLUSIVE
 
 
 def _t_crit(seeds: int) -> float:

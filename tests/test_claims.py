@@ -206,7 +206,7 @@ def test_new_rows_verdicts_on_hand_made_intervals():
         "contradicted",
         "inconclusive",
         "reproduced",
-        "contradicted",  # covers 0 but lies below the paper's +1.44
+        "inconclusive",  # covers 0, below the paper's +1.44: not a refutation
         "inconclusive",
         "exploratory",
     ]
