@@ -75,8 +75,7 @@ def main() -> None:
     print(
         f"matmul floor {floor.seconds:.2f} s ({floor.gflops:.0f} GFLOP/s measured here); "
         f"linear ops reach {floor.seconds / seconds['linear']:.2f} of that rate; the decoder "
-        f"takes {total / floor.seconds:.2f}x "
-        "its floor"
+        f"takes {total / floor.seconds:.2f}x its floor"
     )
 
 

@@ -215,7 +215,7 @@ class PSNGRPOConfig(GRPOConfig):
         """TRL's ``gradient_checkpointing`` (default True), under the name transformers 5 reads,
         ``activation_checkpointing``, when that is not given: the same setting, without the
         FutureWarning that the old name raises at every config."""
-        if getattr(self, "activation_checkpointing", False) is None:  # transformers < 5.x: absent
+        if getattr(self, "activation_checkpointing", False) is None:  # absent in older versions
             self.activation_checkpointing = self.gradient_checkpointing
 
     def check_precision(self) -> None:
