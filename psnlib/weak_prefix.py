@@ -24,9 +24,11 @@ Conventions (the edge cases, decided here):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import re
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -36,7 +38,7 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import atomic_write_json, data_dir
+from psnlib.io import atomic_write_json, data_dir, read_json
 from psnlib.pretrain import build_policy
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.sampling import generate_samples
@@ -227,9 +229,8 @@ def build_prefixes(
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(root) if root is not None else data_dir() / "cache" / "weak_prefixes"
     path = root / f"{task}-{truncation}-{digest}.json"
-    if path.exists():
-        columns = json.loads(path.read_text())["columns"]
-    else:
+    columns = _cached_columns(path, len(prompts))
+    if columns is None:
         policies = (target_model, target_tokenizer, weak_model, weak_tokenizer)
         columns = _compute(prompts, *policies, batch_size=batch_size, progress=progress, **settings)
         atomic_write_json(path, {"key": key, "columns": columns})
@@ -239,6 +240,25 @@ def build_prefixes(
     for name in COLUMNS:
         dataset = dataset.add_column(name, columns[name])
     return dataset
+
+
+def _cached_columns(path: Path, rows: int) -> dict[str, list] | None:
+    """The columns cached in ``path``, or None if there are none. A damaged entry (not JSON,
+    truncated, or without a list of ``rows`` values for each of ``COLUMNS``) is ignored with a
+    warning naming the file, and recomputed."""
+    stored = read_json(path, "weak-prefix cache entry")
+    columns = stored.get("columns") if isinstance(stored, dict) else None
+    if isinstance(columns, dict) and all(
+        isinstance(columns.get(name), list) and len(columns[name]) == rows for name in COLUMNS
+    ):
+        return columns
+    if stored is not None:  # valid JSON, but not this entry's columns
+        warnings.warn(
+            f"ignoring the damaged weak-prefix cache entry {path}: expected a list of {rows} "
+            f"values for each of {list(COLUMNS)}; recomputing it",
+            stacklevel=3,
+        )
+    return None
 
 
 def _compute(
@@ -360,18 +380,17 @@ def prefix_train_set(
 def finish_attempt(problem: Problem, prefix: str) -> str | None:
     """A continuation ``c`` of the prefix's current attempt (the text after its last
     ``ATTEMPT_SEP``) such that ``prefix + c`` is correct without a new attempt, or None (the
-    attempt is a dead end).
+    attempt is a dead end): None exactly where no such ``c`` passes ``countdown.verify``.
 
-    The attempt is alive when its steps are well-formed, right and use available values, and the
-    values left can still reach the target (exhaustive enumeration, all four ops: the verifier
-    accepts "/"). At most 4 values may be left (the enumerator's limit).
+    The attempt is alive when its finished steps are well-formed, right and use available
+    values, its unfinished last piece (the text after its last ",", often "") begins some
+    allowed step on the values left, and the values left after that step can still reach the
+    target (exhaustive enumeration, all four ops: the verifier accepts "/"). At most 4 values
+    may be left (the enumerator's limit).
     """
-    attempt = prefix.rsplit(ATTEMPT_SEP, 1)[-1]
-    body = attempt[:-1] if attempt.endswith(",") else attempt
-    if attempt and not attempt.endswith(","):
-        return None  # an unfinished step: no next step can follow without a separator
+    *done, partial = prefix.rsplit(ATTEMPT_SEP, 1)[-1].split(",")
     try:
-        steps = parse_chain(body) if body else []
+        steps = parse_chain(",".join(done)) if done else []
     except ValueError:
         return None
     pool = Counter(problem.numbers)
@@ -383,10 +402,24 @@ def finish_attempt(problem: Problem, prefix: str) -> str | None:
             return None
         pool[step.result] += 1
     values = sorted((+pool).elements())
-    if len(values) < 2:
-        return None  # the attempt ends with a separator, so at least one more step must follow
-    chains = chains_by_value(values, ALL_OPS).get(problem.target)
-    return chains[0] if chains else None
+    if not partial:  # after a separator (or at the attempt's start) a whole chain must follow
+        chains = chains_by_value(values, ALL_OPS).get(problem.target) if len(values) > 1 else None
+        return chains[0] if chains else None
+    for i, j in itertools.permutations(range(len(values)), 2):  # the step `partial` begins
+        for op in ALL_OPS:
+            result = apply_op(values[i], op, values[j])
+            text = f"{values[i]}{op}{values[j]}={result}"
+            if result is None or not text.startswith(partial):
+                continue
+            left = [v for k, v in enumerate(values) if k not in (i, j)] + [result]
+            if left == [problem.target]:
+                return text[len(partial) :]
+            chains = (
+                chains_by_value(sorted(left), ALL_OPS).get(problem.target) if left[1:] else None
+            )
+            if chains:
+                return f"{text[len(partial) :]},{chains[0]}"
+    return None
 
 
 def complete_prefix(problem: Problem, prefix: str) -> str | None:

@@ -1,13 +1,14 @@
 """Weak-model prefixes: step splitting, entropy / random truncation, batched step entropies,
 building and caching prefixes, prefix-branch choice, prefix quality, and the reward with prefix."""
 
+import itertools
 import math
 import random
 from dataclasses import replace
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psnlib import weak_prefix
@@ -172,19 +173,84 @@ def test_prefix_plus_correct_continuation_verifies(problems):
             assert verify(problem, prefix + complete_prefix(problem, prefix)).correct
 
 
+def _correct_chains(values: tuple[int, ...], target: int) -> list[str]:
+    """Every chain text that ``verify`` accepts on ``values`` -> ``target``, by brute force:
+    each ordered pair of values and each op, then the rest (independent of psnlib's enumerator)."""
+    if len(values) == 1:
+        return [""] if values[0] == target else []
+    chains = []
+    for i, j in itertools.permutations(range(len(values)), 2):
+        a, b = values[i], values[j]
+        for op, result in (("+", a + b), ("*", a * b), ("-", a - b), ("/", a // b if b else -1)):
+            if result < 0 or (op == "/" and (b == 0 or a % b)):
+                continue
+            left = tuple(v for k, v in enumerate(values) if k not in (i, j)) + (result,)
+            step = f"{a}{op}{b}={result}"
+            chains += [f"{step},{rest}" if rest else step for rest in _correct_chains(left, target)]
+    return chains
+
+
+def _mangled_prefixes(chain: str, rng: random.Random) -> list[str]:
+    """Prefixes of a right chain cut at every character, with stray and doubled separators,
+    empty steps, a wrong digit, and an earlier abandoned attempt."""
+    cuts = [chain[:i] for i in range(len(chain) + 1)]
+    noise = [
+        ",",
+        ",,",
+        " ",
+        ", ",
+        " ,",
+        "  ",
+        chain.replace(",", ",,", 1),
+        chain.replace("=", "==", 1),
+        "1+1=2," + ATTEMPT_SEP,
+        "".join(rng.choice(CHARSET) for _ in range(rng.randint(1, 8))),
+    ]
+    return cuts + [x + y for x in noise for y in cuts[:: max(1, len(cuts) // 4)]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 12), min_size=2, max_size=4),
+    st.integers(0, 60),
+    st.randoms(use_true_random=False),
+)
+def test_prefix_judges_agree_with_the_verifier_on_every_prefix(numbers, target, rng):
+    """``finish_attempt`` returns a continuation exactly when one exists (the attempt so far
+    begins some chain the verifier accepts), and it verifies; ``complete_prefix`` returns one
+    exactly when the current attempt lives or the problem is solvable, and it verifies."""
+    problem = Problem(tuple(numbers), target)
+    chains = _correct_chains(problem.numbers, target)
+    some = chains[0] if chains else "+".join(map(str, numbers[:2])) + "=0"
+    for prefix in _mangled_prefixes(rng.choice(chains) if chains else some, rng):
+        attempt = prefix.rsplit(ATTEMPT_SEP, 1)[-1]
+        alive = any(chain.startswith(attempt) for chain in chains)
+        finish = finish_attempt(problem, prefix)
+        assert (finish is not None) == alive, (prefix, finish)
+        if finish is not None:
+            assert ATTEMPT_SEP not in finish and verify(problem, prefix + finish).correct, prefix
+        complete = complete_prefix(problem, prefix)
+        assert (complete is not None) == (alive or bool(chains)), (prefix, complete)
+        if complete is not None:
+            assert verify(problem, prefix + complete).correct, (prefix, complete)
+
+
 def test_finish_attempt_finds_dead_ends_and_complete_prefix_starts_again():
     problem = Problem((7, 3, 5, 4), 22)
     assert finish_attempt(problem, "7*3=21,") is not None
     assert finish_attempt(problem, "7*3=20,") is None  # wrong arithmetic
     assert finish_attempt(problem, "7*7=49,") is None  # 7 used twice
-    assert finish_attempt(problem, "7*3=21") is None  # unfinished: no separator
+    for unfinished in ("7*3=21", "7*3=2", "7*"):  # an unfinished step can end as it goes
+        rest = finish_attempt(problem, unfinished)
+        assert ATTEMPT_SEP not in rest and verify(problem, unfinished + rest).correct
+    assert finish_attempt(problem, "7*3=2,") is None  # wrong arithmetic, finished
     assert finish_attempt(problem, "7*3=21,21*5=105,105*4=420,") is None  # one value left
     assert finish_attempt(problem, "3+4=7,7*7=49,") is None  # 49 and 5 cannot make 22
     assert finish_attempt(problem, "3+4=7,7*7=49 7*3=21,") is not None  # a live new attempt
     assert finish_attempt(problem, "7*3=21, 3+4=7,7*7=49,") is None  # a dead new attempt
     assert finish_attempt(Problem((1, 1), 3), "") is None
     # a dead attempt is abandoned: the completion starts a new one
-    for dead in ("7*3=20,", "7*7=49,", "7*3=21", "3+4=7,7*7=49,"):
+    for dead in ("7*3=20,", "7*7=49,", "7*3=2,", "3+4=7,7*7=49,"):
         completion = complete_prefix(problem, dead)
         assert completion.startswith(ATTEMPT_SEP) and verify(problem, dead + completion).correct
     assert complete_prefix(problem, "7*3=21,") == finish_attempt(problem, "7*3=21,")
@@ -236,6 +302,30 @@ def test_build_prefixes_is_deterministic_and_cached(policies, problems, tmp_path
     assert [p.suffix for p in (tmp_path / "a").iterdir()] == [".json"]  # no temp files left
     again = build_prefixes(built, target, target_tok, weak, weak_tok, root=tmp_path / "a")
     assert again.to_dict() == built.to_dict()  # a built dataset's columns are replaced
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda text: text[: len(text) // 2], id="truncated"),
+        pytest.param(lambda text: "{}", id="empty-object"),
+        pytest.param(lambda text: '{"columns": {"weak_prefix": []}}', id="short-columns"),
+        pytest.param(lambda text: "[1, 2]", id="a-list"),
+    ],
+)
+def test_a_damaged_prefix_cache_entry_is_recomputed_with_a_warning(
+    policies, problems, tmp_path, damage
+):
+    target, target_tok, weak, weak_tok = policies
+    built = build_prefixes(problems, target, target_tok, weak, weak_tok, root=tmp_path)
+    (entry,) = tmp_path.iterdir()
+    entry.write_text(damage(entry.read_text()))
+    with pytest.warns(UserWarning, match=rf"damaged weak-prefix cache entry {entry}"):
+        again = build_prefixes(problems, target, target_tok, weak, weak_tok, root=tmp_path)
+    assert again.to_dict() == built.to_dict()
+    assert build_prefixes(
+        problems, target, target_tok, weak, weak_tok, root=tmp_path
+    ).to_dict() == (built.to_dict())  # rewritten whole
 
 
 def test_random_truncation_is_reproducible(policies, problems, tmp_path):
