@@ -227,14 +227,24 @@ def test_generate_samples_decodes_text(policy):
 
 
 def test_decode_gives_each_row_its_own_text_when_rows_repeat(policy):
-    """Repeated completions are decoded once; every row still gets exactly its own text."""
-    model, tok = policy
-    s = sample_tokens(model, ids_of(tok, PROMPTS[:3]), 64, eos_token_id=2, progress=False)
-    tokens, lengths = s.tokens.flatten(0, 1).tolist(), s.lengths.flatten().tolist()
-    rows = [row[:n] for row, n in zip(tokens, lengths, strict=True)]
-    assert len(set(map(tuple, rows))) < len(rows)  # the smoke policy repeats itself
-    texts = [text for prompt in decode(tok, s) for text in prompt]
-    assert texts == [tok.decode(row, skip_special_tokens=True) for row in rows]
+    """Repeated completions are decoded once; every row still gets exactly its own text. The
+    samples are built by hand (repeats within and across prompts, the same tokens cut at other
+    lengths, padding past each end), not left to what the model happens to sample."""
+    _, tok = policy
+    chains = ["7*3=21,21+5=26", "1+2=3", "6*6=36", ""]
+    ids = [tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for text in chains]
+    L = max(map(len, ids)) + 2
+    rows = [ids[0], ids[1], ids[0], ids[0][:4], ids[2], ids[1], ids[3], ids[0]]  # (P * n,) rows
+    tokens = torch.full((len(rows), L), tok.pad_token_id, dtype=torch.long)
+    for r, row in enumerate(rows):
+        tokens[r, : len(row)] = torch.tensor(row)
+    tokens[3, 4:] = tokens[0, 4:]  # past its length, a row holds what another row goes on with
+    lengths = torch.tensor([len(row) for row in rows])
+    samples = sampling.Samples(tokens.view(2, 4, L), lengths.view(2, 4))
+    texts = decode(tok, samples)
+    want = [tok.decode(row, skip_special_tokens=True) for row in rows]
+    assert texts == [want[:4], want[4:]]
+    assert texts[0][0] == texts[0][2] == texts[1][3] == chains[0] != texts[0][3]
 
 
 def test_batch_decode_is_the_tokenizers_own_in_one_backend_call(policy, monkeypatch):
