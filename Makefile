@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= cpu
 
-.PHONY: reproduce test test-slow lint format bench clean-cache lock lab
+.PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -m "not slow"
+
+## make test-floats: the tests that compare floats of two code paths, at PyTorch's two other CPU
+## kernel levels (their summation orders are another CPU's); .ci/run runs it after `make test`
+test-floats: $(VENV)/.installed
+	for level in default avx2; do ATEN_CPU_CAPABILITY=$$level $(BIN)/pytest -q -m "floats and not slow" || exit 1; done
 
 ## make test-slow: everything, including multi-minute runs
 test-slow: $(VENV)/.installed
