@@ -15,32 +15,46 @@ several GPUs or DeepSpeed (``docs/scale_out.md``).
 ``--use_vllm`` (the default at profiles whose ``eval_engine`` is vLLM: ``paper``) a ``vllm.LLM``
 of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
 
-Unknown profiles, arms, datasets, benchmarks or a missing model directory fail before any model
-is loaded, naming the value and what is allowed.
+Bad input fails before any model is loaded, in one line naming the value and what is allowed:
+unknown profiles, arms, datasets, benchmarks or noise targets; a value of the wrong type (in a
+``--config`` file too); a missing or damaged model directory, or a hub id that is not cached when
+the hub cannot be reached (or ``HF_HUB_OFFLINE`` is set); an output or data directory
+(``PSNLIB_DATA``) that cannot be written; options that psnlib accepts from TRL but does not
+honour (``UNSUPPORTED``).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import enum
 import json
+import numbers
 import os
 import re
 import shutil
 import sys
+import tempfile
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
+import torch
 import yaml
 from accelerate import PartialState
+from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import TrlParser
 
 from psnlib import sampling
 from psnlib.evaluate import evaluate_benchmarks
-from psnlib.io import atomic_write_json, read_json
-from psnlib.models import META_FILE, load_policy
+from psnlib.io import atomic_write_json, data_dir, read_json
+from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
+from psnlib.noise import target_parameters
 from psnlib.pretrain import base_policy, spec_hash
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import ARMS, fit, rl_config, rl_settings, train_set
@@ -50,6 +64,13 @@ from psnlib.trainer import PSNGRPOConfig
 
 COMMANDS = ("train", "eval")
 RUN_FILE = "psnlib_run.json"  # in --output_dir: the settings of the run it holds
+HUB_TIMEOUT = 10.0  # seconds to wait for the hub to say whether a model id exists
+# TRL options that psnlib train would accept and silently not honour, and why.
+UNSUPPORTED = {
+    "trust_remote_code": "psnlib loads the policy itself and never runs a model's remote code",
+    "model_init_kwargs": "psnlib loads the policy itself (--model), not from these arguments",
+    "resume_from_checkpoint": "a run resumes from the last checkpoint in --output_dir by itself",
+}
 
 
 @dataclass
@@ -106,24 +127,142 @@ class EvalArguments:
     )
 
 
-def check_model(name: str | None) -> str | None:
-    """``name`` if it is None, a model directory or a hub id; a path that does not exist, or a
-    directory without ``config.json``, is an error naming it."""
+def check_writable(path: str | os.PathLike, what: str) -> Path:
+    """``path`` if it is a directory this process can write in, or one it can make; else a
+    ValueError naming it. Checked by creating (and removing) a temporary file in it, or in its
+    nearest existing parent: nothing is left behind."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(
+            f"{what} {str(path)!r} cannot be made: {str(existing)!r} is a file; pass a writable "
+            "directory"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{what} {str(path)!r}: cannot write in {str(existing)!r} ({err.strerror}); pass a "
+            "writable directory"
+        ) from err
+    return path
+
+
+def check_data_dir() -> Path:
+    """The data directory (``psnlib.io.data_dir``: caches, runs, results) if it can be written,
+    else a ValueError naming it: before any work, which would otherwise be lost."""
+    what = "PSNLIB_DATA" if os.environ.get("PSNLIB_DATA") else "the data directory"
+    return check_writable(data_dir(), what)
+
+
+def check_model_dir(path: str | os.PathLike, what: str = "--model") -> PretrainedConfig:
+    """The model config of a policy directory: it must hold a config.json that transformers
+    reads, weights (``*.safetensors``) and a tokenizer; else a ValueError naming it."""
+    path = Path(path)
+    needs = "pass a model directory (config.json, *.safetensors and a tokenizer)"
+    config = path / "config.json"
+    if not config.is_file():
+        raise ValueError(f"{what} {str(path)!r} is a directory without config.json; {needs}")
+    try:
+        settings = json.loads(config.read_text())
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{what} {str(path)!r}: {config.name} is not valid JSON ({err})") from err
+    if not isinstance(settings, dict) or "model_type" not in settings:
+        raise ValueError(f"{what} {str(path)!r}: {config.name} names no model_type; {needs}")
+    if not [*path.glob("*.safetensors"), *path.glob("*.bin")]:
+        raise ValueError(f"{what} {str(path)!r} holds no weights (*.safetensors); {needs}")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise ValueError(f"{what} {str(path)!r} holds no tokenizer (tokenizer.json); {needs}")
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (ValueError, OSError, KeyError) as err:
+        first = (str(err).strip() or type(err).__name__).splitlines()[0]
+        raise ValueError(
+            f"{what} {str(path)!r}: transformers cannot read its config ({first})"
+        ) from err
+
+
+def _offline() -> bool:
+    """Whether the hub is off (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``, now or at import)."""
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return huggingface_hub.constants.is_offline_mode() or any(
+        str(flag).upper() in ("1", "ON", "YES", "TRUE") for flag in flags
+    )
+
+
+def ask_hub(name: str) -> None:
+    """Raise if the hub does not answer that model ``name`` exists (``HfApi.model_info``, one
+    request with a timeout, no retries)."""
+    huggingface_hub.HfApi().model_info(name, timeout=HUB_TIMEOUT)
+
+
+def check_hub_id(name: str, what: str = "--model") -> None:
+    """A hub id that is neither in the local hub cache nor on a reachable hub is a ValueError
+    naming it, at once: transformers would retry for about a minute. An id in the cache while
+    the hub is unreachable is loaded from the cache (offline mode is turned on)."""
+    cached = isinstance(huggingface_hub.try_to_load_from_cache(name, "config.json"), str)
+    local = "or pass a local model directory"
+    if _offline():
+        if not cached:
+            raise ValueError(
+                f"{what} {name!r} is not a local directory and not in the hub cache, and "
+                f"HF_HUB_OFFLINE is set; download it first (hf download {name}) {local}"
+            )
+        return
+    try:
+        ask_hub(name)
+    except GatedRepoError:
+        return  # it exists; loading it needs a token, which the load will ask for
+    except RepositoryNotFoundError as err:
+        raise ValueError(f"{what} {name!r}: no such model on the hub, {local}") from err
+    except Exception as err:  # DNS, connection, timeout or server errors: the hub is not there
+        if not cached:
+            raise ValueError(
+                f"{what} {name!r} is not in the hub cache and the hub cannot be reached "
+                f"({type(err).__name__}); connect, {local}"
+            ) from err
+        os.environ["HF_HUB_OFFLINE"] = "1"  # the cached copy, without a minute of retries
+        huggingface_hub.constants.HF_HUB_OFFLINE = True
+
+
+def check_model(name: str | None, what: str = "--model") -> str | None:
+    """``name`` if it is None, a model directory (``check_model_dir``) or a hub id that exists
+    (``check_hub_id``); a path that does not exist (``./x``, ``/x``, ``x/y/z``, or ``runs/x``
+    where ``runs/`` is a local directory), an empty name or one that is no hub id is an error
+    naming it."""
     if name is None:
         return name
-    if Path(name).is_dir():
-        if not (Path(name) / "config.json").exists():
-            raise ValueError(
-                f"--model {name!r} is a directory without config.json; pass a model directory "
-                "(config.json and *.safetensors) or a hub id 'org/name'"
-            )
+    if not name.strip():
+        raise ValueError(f"{what} is empty; pass a model directory or a hub id 'org/name'")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        check_model_dir(path, what)
         return name
-    if name.startswith((".", "/", "~")) or name.count("/") > 1 or Path(name).exists():
+    local = Path(path.parts[0]).is_dir() if "/" in name else False
+    if name.startswith((".", "/", "~")) or path.exists() or local or not HUB_ID.fullmatch(name):
+        why = f" ({path.parts[0]}/ is a local directory)" if local else ""
         raise ValueError(
-            f"--model {name!r}: no such model directory; pass a directory holding config.json "
-            "and *.safetensors, or a hub id 'org/name'"
+            f"{what} {name!r}: no such model directory{why}; pass a directory holding "
+            "config.json and *.safetensors, or a hub id 'org/name'"
         )
+    check_hub_id(name, what)
     return name
+
+
+def check_noise_targets(profile: Profile, config: PSNGRPOConfig) -> None:
+    """Each of ``config.noise_targets`` must match a parameter of the policy to train; checked on
+    a weightless copy (the meta device) of the profile's base policy, a tiny one or a local
+    directory's, before anything is loaded. A hub id's targets are checked when it is loaded."""
+    spec = profile.base
+    if spec.name_or_path is not None and not Path(spec.name_or_path).expanduser().is_dir():
+        return
+    with torch.device("meta"):
+        if spec.name_or_path is None:
+            model = tiny_policy(spec.family, spec.size)
+        else:
+            model = AutoModelForCausalLM.from_config(check_model_dir(spec.name_or_path))
+    target_parameters(model, config.noise_config().targets)
 
 
 def make_parser(dataclass_types: list[type], prog: str) -> TrlParser:
@@ -142,9 +281,54 @@ def make_parser(dataclass_types: list[type], prog: str) -> TrlParser:
     return parser
 
 
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read from YAML has the type ``hint`` of its field (an int is a float, a
+    bool is neither; a type not known here takes anything)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):
+        kind = numbers.Integral if hint is int else numbers.Real
+        return isinstance(value, kind) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return value in {member.value for member in hint}
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def check_config_types(parser: TrlParser, config: dict[str, Any], path: str) -> None:
+    """Each value of a ``--config`` file must have its field's type; a string is left to the
+    argument's own parser (YAML reads ``1e-5`` as one), as on the command line."""
+    hints = {}
+    for kind in parser.dataclass_types:
+        resolved = typing.get_type_hints(kind)
+        hints.update({f.name: resolved[f.name] for f in fields(kind)})
+    for key, value in config.items():
+        if key in hints and not isinstance(value, str) and not _fits(value, hints[key]):
+            raise ValueError(
+                f"--config {path}: {key}: {value!r} is not of type {_type_name(hints[key])}"
+            )
+
+
 def _read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
     """TRL's ``--config file.yaml``: its ``env`` mapping sets environment variables and every
-    other key becomes the default of its argument. Returns ``args`` without the option."""
+    other key becomes the default of its argument (each of its field's type). Returns ``args``
+    without the option."""
     if "--config" not in args:
         return args
     at = args.index("--config")
@@ -161,7 +345,11 @@ def _read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
         raise ValueError(f"--config {path}: not valid YAML{line}") from err
     if not isinstance(config, dict):
         raise ValueError(f"--config {path}: expected a YAML mapping of argument names to values")
-    for key, value in config.pop("env", {}).items():
+    env = config.pop("env", {})
+    if not isinstance(env, dict):
+        raise ValueError(f"--config {path}: env: {env!r} is not a mapping of variables to values")
+    check_config_types(parser, config, path)
+    for key, value in env.items():
         os.environ[key] = str(value)
     unknown = parser.set_defaults_with_config(**config)
     if unknown:
@@ -178,6 +366,10 @@ def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
         if action.dest not in own:
             action.default = argparse.SUPPRESS  # absent from the namespace unless given
     given = vars(parser.parse_args(_read_config_file(parser, args)))
+    unsupported = [name for name in UNSUPPORTED if name in given]
+    if unsupported:
+        reasons = "; ".join(f"--{name}: {UNSUPPORTED[name]}" for name in unsupported)
+        raise ValueError(f"not supported by psnlib train ({reasons}); remove them")
     script = TrainArguments(**{name: given.pop(name) for name in own})
     return script, given
 
@@ -212,11 +404,12 @@ class Run:
 
 
 def check_output_dir(run: Run) -> None:
-    """An ``--output_dir`` that holds a run (``RUN_FILE``, checkpoints or a policy) must hold
-    this one, to resume or reuse it; otherwise the run is refused, naming the differences,
-    unless ``--overwrite_output_dir`` starts it afresh."""
+    """An ``--output_dir`` that holds a run (checkpoints or a policy) must hold this one, to
+    resume or reuse it; otherwise the run is refused, naming the differences, unless
+    ``--overwrite_output_dir`` starts it afresh. A ``RUN_FILE`` alone (a start that failed
+    before its first checkpoint) holds nothing to lose, and is replaced."""
     out = run.output_dir
-    held = [p.name for p in (out / RUN_FILE, out / "policy") if p.exists()]
+    held = [p.name for p in (out / "policy",) if p.exists()]
     held += sorted(p.name for p in out.glob(f"{PREFIX_CHECKPOINT_DIR}-*"))
     if not held or run.overwrite:
         return
@@ -246,18 +439,27 @@ def _flatten(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_train(args: list[str]) -> Run:
-    """Parse and check a ``train`` command line, and the run its ``--output_dir`` holds;
-    nothing is loaded yet."""
+    """Parse and check a ``train`` command line: the policy to train, the noise targets, the
+    output and data directories, and the run its ``--output_dir`` holds; nothing is loaded."""
     script, overrides = parse_train(args)
     profile = get_profile(script.profile)
     if script.model is not None:
         profile = profile.with_overrides(base=PolicySpec(name_or_path=check_model(script.model)))
+    else:
+        check_model(profile.base.name_or_path, f"profile {profile.name!r}'s base policy")
     if script.dataset is not None:
         profile = profile.with_overrides(rl_dataset=check_dataset(script.dataset))
     seed = overrides.pop("seed", 0)
-    output_dir = overrides.pop("output_dir", f"runs/{profile.name}/{script.arm}-s{seed}")
+    output_dir = overrides.pop("output_dir", None)
+    if output_dir is None:
+        output_dir = f"runs/{profile.name}/{script.arm}-s{seed}"
+    elif not output_dir.strip():
+        raise ValueError("--output_dir is empty; pass the directory of the run's checkpoints")
     config = rl_config(profile, script.arm, seed, output_dir, **overrides)  # validates the rest
     run = Run(profile, script.arm, seed, overrides, config, script.overwrite_output_dir)
+    check_noise_targets(profile, config)
+    check_writable(run.output_dir, "--output_dir")
+    check_data_dir()
     check_output_dir(run)
     return run
 
@@ -265,8 +467,8 @@ def plan_train(args: list[str]) -> Run:
 def train(run: Run) -> Path:
     """Train ``run`` (resuming from its last checkpoint); returns the trained policy's directory,
     ``<output_dir>/policy``, with a ``psnlib_meta.json`` that records the run and its log. The
-    run's settings are recorded in ``<output_dir>/psnlib_run.json`` first; a finished run is
-    returned as it is."""
+    run's settings are recorded in ``<output_dir>/psnlib_run.json`` once the policy and the
+    training set are loaded, right before training; a finished run is returned as it is."""
     profile, arm, seed, overrides = run.profile, run.arm, run.seed, run.overrides
     policy = run.output_dir / "policy"
     processes = PartialState()
@@ -278,10 +480,10 @@ def train(run: Run) -> Path:
     if done is not None and len(done.get("log", [])) == run.config.max_steps:
         print(f"finished already: {policy}")
         return policy
-    if processes.is_main_process:
-        atomic_write_json(run.output_dir / RUN_FILE, run.settings())
     model, tokenizer, _ = base_policy(profile)
     dataset = train_set(profile, arm, seed, **overrides)
+    if processes.is_main_process:
+        atomic_write_json(run.output_dir / RUN_FILE, run.settings())
     trainer, log = fit(run.config, model, tokenizer, dataset, task_reward(profile.rl_dataset))
     trainer.save_model(str(policy))  # gathers sharded weights; writes on the main process
     if trainer.accelerator.is_main_process:
@@ -312,7 +514,8 @@ def _bare(args: list[str], i: int, flags: tuple[str, ...]) -> bool:
 
 
 def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]:
-    """Parse and check an ``eval`` command line: its arguments, profile and benchmarks."""
+    """Parse and check an ``eval`` command line: its arguments, profile, benchmarks, policy
+    directory and sampling settings, and that its results can be stored."""
     parser = make_parser([EvalArguments], prog="python -m psnlib eval")
     # a bare --use_vllm means true (its default, None, is "the profile's", so argparse wants a
     # value)
@@ -326,6 +529,21 @@ def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]
             f"--model {script.model!r}: no such policy directory (one with config.json and "
             "*.safetensors)"
         )
+    check_model_dir(script.model)
+    if script.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {script.seed}")
+    if not 0 < script.vllm_gpu_memory_utilization <= 1:  # also refuses NaN
+        raise ValueError(
+            "--vllm_gpu_memory_utilization must be in (0, 1], got "
+            f"{script.vllm_gpu_memory_utilization}"
+        )
+    if script.vllm_tensor_parallel_size < 1:
+        raise ValueError(
+            f"--vllm_tensor_parallel_size must be >= 1, got {script.vllm_tensor_parallel_size}"
+        )
+    if script.run_key is not None and not script.run_key.strip():
+        raise ValueError("--run_key is empty; pass a name for the results, or leave it out")
+    check_data_dir()
     if script.use_vllm is None:
         script.use_vllm = profile.eval_engine == "vllm"
     if script.use_vllm and sampling.vllm is None:

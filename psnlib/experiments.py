@@ -13,8 +13,10 @@ only show what they return.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -39,6 +41,23 @@ WEAK_PREFIX = Variant("GRPO + weak prefix", "weak_prefix")  # p = 0.2, entropy c
 MAIN = [BASE_POLICY, GRPO, PSN, PSN_ADAPTIVE]
 
 
+def check_seeds(seeds: Any) -> tuple[int, ...] | None:
+    """``seeds`` as a tuple, or None (each plan's own); anything but None or a non-empty list or
+    tuple of integers >= 0 is a ValueError naming it. A string, such as papermill's
+    ``-p seeds '(0, 1)'``, is refused: never taken character by character."""
+    if seeds is None:
+        return None
+    integers = isinstance(seeds, (list, tuple)) and all(
+        isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seeds
+    )
+    if not integers or not seeds:
+        hint = '; with papermill pass a list: -y "seeds: [0, 1]"' if isinstance(seeds, str) else ""
+        raise ValueError(
+            f"seeds must be None or a non-empty list or tuple of integers >= 0, got {seeds!r}{hint}"
+        )
+    return tuple(int(s) for s in seeds)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What one experiment trains and evaluates at one profile: ``variants`` at ``seeds`` (the
@@ -57,10 +76,10 @@ class Plan:
         return arms_table(self.variants, self.profile, self.seeds)
 
     def work(self, seeds: tuple[int, ...] | None = None) -> list[tuple[Variant, int, tuple]]:
-        """(variant, seed, benchmarks) of every policy it trains or loads."""
-        return [
-            (v, s, self.benchmarks) for v in self.variants for s in v.seeds(seeds or self.seeds)
-        ]
+        """(variant, seed, benchmarks) of every policy it trains or loads (``seeds``: see
+        ``check_seeds``)."""
+        seeds = check_seeds(seeds) or self.seeds
+        return [(v, s, self.benchmarks) for v in self.variants for s in v.seeds(seeds)]
 
     def pending(self, seeds: tuple[int, ...] | None = None) -> pd.DataFrame:
         """Its runs and evaluations that are not cached yet (``psnlib.budget.pending``)."""
@@ -69,14 +88,14 @@ class Plan:
     def run(
         self, seeds: tuple[int, ...] | None = None, progress: bool = True
     ) -> dict[str, pd.DataFrame]:
-        """Train and evaluate every variant at ``seeds`` (default: the plan's), first saying
-        what is not cached and roughly how long it takes (``psnlib.budget``).
+        """Train and evaluate every variant at ``seeds`` (default: the plan's; ``check_seeds``),
+        first saying what is not cached and roughly how long it takes (``psnlib.budget``).
 
         Returns ``psnlib.variants.compare``'s tables (curves, problems, logs) plus ``summary``:
         pass@k per policy x benchmark x k over seeds, with the benchmark average
         (``psnlib.summaries.summarize``).
         """
-        seeds = tuple(seeds or self.seeds)
+        seeds = check_seeds(seeds) or self.seeds  # before any work
         if progress:
             print(self.announcement(seeds), flush=True)
             if note := budget.sft_announcement(self.profile, {"base": self.profile.base}):

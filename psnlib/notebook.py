@@ -2,13 +2,15 @@
 
 Papermill sets a notebook's parameters by running an extra cell right after its ``parameters``
 cell; a mistyped name there (``-p profil smoke``) is only a warning to papermill, and the
-notebook would run with the default profile. Each notebook therefore calls
-``check_parameters(globals(), known=...)`` in the cell after its parameters, before any work.
+notebook would run with the default profile; and ``-p`` passes ``(0, 1)`` as a string. Each
+notebook therefore calls ``check_parameters(globals(), known=...)`` in the cell after its
+parameters, before any work: it names an unknown parameter, and a value of the wrong kind.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from psnlib.claims import CLAIMS
-from psnlib.experiments import Plan
+from psnlib.experiments import Plan, check_seeds
+from psnlib.profiles import Profile, get_profile
 from psnlib.results import _number, check_claim  # RESULTS.md's number format
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
@@ -73,13 +76,35 @@ def given_parameters(namespace: Mapping[str, Any]) -> list[str]:
 def check_parameters(namespace: Mapping[str, Any], known: Iterable[str] = PARAMETERS) -> None:
     """Raise ``ValueError`` naming every parameter set in ``namespace`` (``given_parameters``)
     that is not one of ``known`` (default: the notebooks' ``PARAMETERS``), and listing the known
-    ones."""
+    ones; then ``check_values`` of the notebooks' parameters."""
     known = list(known)
     unknown = [name for name in given_parameters(namespace) if name not in known]
     if unknown:
         raise ValueError(
             f"unknown notebook parameter(s) {', '.join(unknown)}; known: {', '.join(known)}"
         )
+    check_values(namespace)
+
+
+def check_values(namespace: Mapping[str, Any]) -> None:
+    """The notebooks' parameters in ``namespace`` must be of their kind, else a ``ValueError``
+    names the parameter and its value: ``profile`` a known profile, ``seeds`` None or a list of
+    integers >= 0 (``psnlib.experiments.check_seeds``), ``figures_dir`` and ``metrics_path``
+    None or a path."""
+    if "profile" in namespace:
+        profile = namespace["profile"]
+        if not isinstance(profile, (str, Profile)):
+            raise ValueError(f"notebook parameter profile must be a profile name, got {profile!r}")
+        get_profile(profile)  # an unknown name is an error listing the known ones
+    if "seeds" in namespace:
+        try:
+            check_seeds(namespace["seeds"])
+        except ValueError as err:
+            raise ValueError(f"notebook parameter {err}") from err
+    for name in ("figures_dir", "metrics_path"):
+        value = namespace.get(name)
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"notebook parameter {name} must be None or a path, got {value!r}")
 
 
 def paper_beside_ours(

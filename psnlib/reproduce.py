@@ -20,6 +20,10 @@ cores two runs at once finish about twice as fast as one after the other. Wall t
 stage and notebook are printed and appended to this reproduction's log,
 ``runs/<profile>/reproduce_timing.json`` (kept across interruptions, so its tasks add up to a run
 from scratch), which is copied to ``figures/<profile>/`` after each entry.
+
+A bad command line (an unknown profile, a notebooks directory that does not exist or holds no
+notebook, ``--only`` words that match none, a negative ``--workers``, an ``--out`` or data
+directory that cannot be written) ends the program with one line naming it, before any work.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import nbformat
 import pandas as pd
 import torch
 
+from psnlib.cli import check_data_dir, check_writable
 from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
 from psnlib.io import atomic_write_json, atomic_write_text, read_json
@@ -72,12 +77,25 @@ def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Pat
 
 
 def notebook_paths(notebooks_dir: Path, only: list[str] | None = None) -> list[Path]:
-    """Notebooks in run order (by name); ``only`` keeps those whose stem contains any given word."""
+    """Notebooks in run order (by name); ``only`` keeps those whose stem contains any given word.
+    A directory that does not exist or holds no notebook, or a word of ``only`` that matches
+    none, is a ValueError naming it."""
+    if not notebooks_dir.is_dir():
+        raise ValueError(
+            f"--notebooks {str(notebooks_dir)!r} is not a directory; pass the directory of the "
+            f"notebooks (default: {ROOT / 'notebooks'})"
+        )
     paths = sorted(notebooks_dir.glob("[0-9][0-9]*_*.ipynb"))  # 01_, 01b_, 02_, ...
+    if not paths:
+        raise ValueError(f"--notebooks {str(notebooks_dir)!r} holds no notebook (NN_name.ipynb)")
     if only:
+        unmatched = [word for word in only if not any(word in p.stem for p in paths)]
+        if unmatched:
+            raise ValueError(
+                f"--only {unmatched} matches no notebook in {notebooks_dir}; notebooks: "
+                f"{', '.join(p.stem for p in paths)}"
+            )
         paths = [p for p in paths if any(word in p.stem for word in only)]
-        if not paths:
-            raise ValueError(f"--only {only} matches no notebook in {notebooks_dir}")
     return paths
 
 
@@ -274,7 +292,21 @@ def _record(path: Path, entry: dict, copy_to: Path | None = None) -> None:
         atomic_write_json(out, [*entries, entry])
 
 
+def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
+    """The profile and the notebooks of a command line, once each value is checked: a
+    ValueError names the first bad one, before any work."""
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    settings = get_profile(args.profile)
+    paths = notebook_paths(args.notebooks, args.only)
+    check_writable(args.out, "--out")
+    check_data_dir()
+    return settings, paths
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Prepare, then run the notebooks (the module's docstring). A bad command line ends the
+    program with one line, ``psnlib.reproduce: error: ...``, before any work."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
@@ -288,13 +320,13 @@ def main(argv: list[str] | None = None) -> int:
         help="processes that train and evaluate the planned runs before the notebooks; 0 skips",
     )
     args = parser.parse_args(argv)
-    if args.workers < 0:
-        raise ValueError(f"--workers must be >= 0, got {args.workers}")
-    settings = get_profile(args.profile)  # fails fast on an unknown profile
+    try:
+        settings, paths = check_arguments(args)
+    except ValueError as err:
+        sys.exit(f"psnlib.reproduce: error: {err}")
     profile, fingerprint = settings.name, profile_fingerprint(settings)
     figures_dir = (args.out / "figures" / profile).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
-    paths = notebook_paths(args.notebooks, args.only)
     plan = planned_runs(profile)
     print(
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
