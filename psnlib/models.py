@@ -29,7 +29,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from psnlib.io import atomic_save, atomic_write_json
+from psnlib.io import Damaged, atomic_save, atomic_write_json, load_json
 from psnlib.tasks.countdown import CHARSET
 
 META_FILE = "psnlib_meta.json"  # how a policy was built (written beside the weights)
@@ -169,13 +169,75 @@ def _load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(name_or_path)
 
 
+def check_saved_policy(path: str | os.PathLike) -> None:
+    """Raise ``Damaged`` (naming the file) unless ``path`` holds a whole policy as
+    ``save_policy`` writes it: ``config.json`` and ``tokenizer_config.json`` present, every JSON
+    file parsing, the shards of a weights index present, and every ``*.safetensors`` file
+    complete. A file that cannot be read for another reason raises its ``OSError``."""
+    path = Path(path)
+    for name in ("config.json", "tokenizer_config.json"):
+        load_json(path / name)
+    for file in path.glob("*.json"):
+        load_json(file)
+    index = path / "model.safetensors.index.json"
+    listed = load_json(index) if index.exists() else {"weight_map": {}}
+    weight_map = listed.get("weight_map") if isinstance(listed, dict) else None
+    if not isinstance(weight_map, dict):
+        raise Damaged(f"{index} has no weight_map")
+    for name in sorted(set(weight_map.values())):
+        if not (path / name).exists():
+            raise Damaged(f"{path / name}, a shard of {index}, is missing")
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
+        raise Damaged(f"{path} holds no *.safetensors weights")
+    for file in weights:
+        _check_safetensors(file)
+
+
+def _check_safetensors(file: Path) -> None:
+    """Raise ``Damaged`` unless ``file`` is a whole safetensors file: an 8-byte header length, a
+    JSON header, and the tensors' data ending exactly where the file does."""
+    size = file.stat().st_size
+    with open(file, "rb") as f:
+        length = int.from_bytes(f.read(8), "little")
+        if size < 8 or 8 + length > size:
+            raise Damaged(f"{file} is truncated: {size} bytes, shorter than its header")
+        try:
+            header = json.loads(f.read(length))
+            ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
+            expected = 8 + length + max(ends, default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+            raise Damaged(f"{file}: its header does not parse ({err!r})") from err
+    if size != expected:
+        raise Damaged(f"{file} is {size} bytes where its header says {expected}: truncated")
+
+
+def load_saved_policy(
+    path: str | os.PathLike,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A policy that ``save_policy`` wrote (a cache entry), in float32; ``Damaged`` if its files
+    are not whole (``check_saved_policy``)."""
+    check_saved_policy(path)
+    return load_policy(path, dtype=torch.float32)
+
+
+def check_finite(model: torch.nn.Module, what: str) -> None:
+    """Raise ``ValueError`` naming ``what`` and the first floating tensor of ``model``'s state
+    that holds a NaN or an infinity."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{what}: its {name} holds non-finite values (NaN or inf)")
+
+
 def save_policy(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     path: str | os.PathLike,
     meta: dict | None = None,
 ) -> Path:
-    """Save model, tokenizer and optional ``psnlib_meta.json`` atomically (temp dir, rename)."""
+    """Save model, tokenizer and optional ``psnlib_meta.json`` atomically (temp dir, rename).
+    A model with a non-finite weight is refused (``ValueError``) and nothing is written."""
+    check_finite(model, f"refusing to save the policy {path}")
 
     def save(tmp: Path) -> None:
         model.save_pretrained(tmp)

@@ -1,13 +1,18 @@
 """Tokenizer and tiny-policy round trips, and clear errors for bad names and paths."""
 
+import json
+
 import pytest
 import torch
 
+from psnlib.io import Damaged
 from psnlib.models import (
     TINY_SIZES,
     build_tokenizer,
+    check_saved_policy,
     count_parameters,
     load_policy,
+    load_saved_policy,
     save_policy,
     tiny_policy,
 )
@@ -79,3 +84,60 @@ def test_bad_names_and_paths(tmp_path):
         load_policy(tmp_path / "notes.txt")
     with pytest.raises(ValueError, match="neither an existing directory nor a hub id"):
         load_policy(tmp_path / "missing" / "ckpt")
+
+
+@pytest.fixture
+def saved(tmp_path):
+    tok = build_tokenizer()
+    return save_policy(tiny_policy(size="smoke", tokenizer=tok), tok, tmp_path / "p", meta={})
+
+
+def test_a_whole_saved_policy_passes_the_check_and_loads(saved):
+    check_saved_policy(saved)
+    model, _ = load_saved_policy(saved)
+    assert next(model.parameters()).dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("name", "keep", "error"),
+    [  # keep: how many of the file's n bytes are left; None: the file is gone
+        ("model.safetensors", lambda n: n - 100, r"model.safetensors is \d+ bytes where its"),
+        ("model.safetensors", lambda n: 50, "model.safetensors is truncated: 50 bytes, shorter"),
+        ("model.safetensors", lambda n: 3, "model.safetensors is truncated: 3 bytes"),
+        ("config.json", lambda n: n // 2, "config.json does not parse"),
+        ("tokenizer.json", lambda n: n // 2, "tokenizer.json does not parse"),
+        ("config.json", None, "config.json is missing"),
+        ("tokenizer_config.json", None, "tokenizer_config.json is missing"),
+    ],
+)
+def test_a_truncated_or_missing_file_is_damage(saved, name, keep, error):
+    data = (saved / name).read_bytes()
+    (saved / name).unlink()
+    if keep is not None:
+        (saved / name).write_bytes(data[: keep(len(data))])
+    with pytest.raises(Damaged, match=error):
+        check_saved_policy(saved)
+    with pytest.raises(Damaged, match=error):
+        load_saved_policy(saved)
+
+
+def test_no_weights_or_a_missing_shard_is_damage(saved):
+    index = {"weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors"}}
+    (saved / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(Damaged, match="model-00002-of-00002.safetensors, a shard of .* missing"):
+        check_saved_policy(saved)
+    (saved / "model.safetensors.index.json").unlink()
+    (saved / "model.safetensors").unlink()
+    with pytest.raises(Damaged, match="holds no \\*.safetensors weights"):
+        check_saved_policy(saved)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_policy_with_a_non_finite_weight_is_never_saved(tmp_path, bad):
+    tok = build_tokenizer()
+    model = tiny_policy(size="smoke", tokenizer=tok)
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight[3, 5] = bad
+    with pytest.raises(ValueError, match=r"refusing to save the policy .*/p: its model.layers.1"):
+        save_policy(model, tok, tmp_path / "p")
+    assert list(tmp_path.iterdir()) == []
