@@ -37,6 +37,7 @@ import sys
 import tempfile
 import types
 import typing
+from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from trl import TrlParser
 
 from psnlib import sampling
 from psnlib.evaluate import evaluate_benchmarks
-from psnlib.io import atomic_write_json, data_dir, read_json
+from psnlib.io import Busy, atomic_write_json, data_dir, exclusive, read_json
 from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
 from psnlib.noise import target_parameters
 from psnlib.pretrain import base_policy, spec_hash
@@ -465,13 +466,22 @@ def plan_train(args: list[str]) -> Run:
 
 
 def train(run: Run) -> Path:
+    """``_train`` as the only process on ``run.output_dir``: its main process holds the
+    directory's lock (``psnlib.io.exclusive``) throughout, so a second ``train`` into it is
+    refused (``psnlib.io.Busy``, naming the first) before it loads anything."""
+    processes = PartialState()
+    what = f"python -m psnlib train --output_dir {run.output_dir}"
+    with exclusive(run.output_dir, what) if processes.is_main_process else nullcontext():
+        return _train(run, processes)
+
+
+def _train(run: Run, processes: PartialState) -> Path:
     """Train ``run`` (resuming from its last checkpoint); returns the trained policy's directory,
     ``<output_dir>/policy``, with a ``psnlib_meta.json`` that records the run and its log. The
     run's settings are recorded in ``<output_dir>/psnlib_run.json`` once the policy and the
     training set are loaded, right before training; a finished run is returned as it is."""
     profile, arm, seed, overrides = run.profile, run.arm, run.seed, run.overrides
     policy = run.output_dir / "policy"
-    processes = PartialState()
     if run.overwrite and processes.is_main_process:
         for path in [policy, *run.output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
             shutil.rmtree(path)
@@ -600,6 +610,12 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         sys.exit(f"psnlib {command}: error: {err}")
     if command == "train":
-        print(f"trained policy: {train(checked)}")
+        try:
+            policy = train(checked)
+        except Busy as err:
+            sys.exit(
+                f"psnlib train: error: {err}; wait for it to finish, or pass another --output_dir"
+            )
+        print(f"trained policy: {policy}")
     else:
         evaluate(*checked)

@@ -1,20 +1,31 @@
 """Bad input and damaged caches: a one-line error naming the value or file before any work, or,
 for a damaged cache entry, a warning naming the file and the entry recomputed. Also the run
-directory of the command line (its recorded settings), counts, and bf16 on a CPU."""
+directory of the command line (its recorded settings), counts, and bf16 on a CPU.
+
+Bad input is tried at the command line (``python -m psnlib train|eval``, a ``--config`` file),
+``python -m psnlib.reproduce``, notebook parameters (as papermill sets them) and the Python API
+(``psnlib.experiments``); the ``no_work`` fixture fails a test that loads, trains, prepares or
+runs anything."""
 
 import json
 import re
+import subprocess
+import sys
+import time
 import warnings
+from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 from datasets import Dataset
+from huggingface_hub.errors import RepositoryNotFoundError
 
-from psnlib import cli, evaluate, reproduce
+from psnlib import cli, evaluate, experiments, notebook, pretrain, reproduce, runs, sampling
 from psnlib.cli import main
 from psnlib.evaluate import evaluate_policy
-from psnlib.models import META_FILE, build_tokenizer, tiny_policy
+from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
 from psnlib.pretrain import base_policy
 from psnlib.profiles import get_profile
 from psnlib.runs import rl_config, run_dir, train_policy
@@ -250,3 +261,383 @@ def test_trl_checkpointing_default_is_kept_without_a_future_warning(tmp_path):
         off = small_config(tmp_path, gradient_checkpointing=False)
     assert args.activation_checkpointing is True and args.gradient_checkpointing is True
     assert off.activation_checkpointing is False and off.gradient_checkpointing is False
+
+
+# ------------------------------------------- bad input everywhere: one line, before any work
+
+
+def did_work(*args, **kwargs) -> None:
+    pytest.fail("did work before refusing the bad input")
+
+
+@pytest.fixture
+def no_work(tmp_path, monkeypatch):
+    """A fresh data directory, and every expensive step fails the test if called: loading or
+    building a policy, the training set, training, evaluating, the reproduction's prepare
+    stage and notebooks, an experiment's runs."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    for module, name in [
+        (cli, "base_policy"),
+        (cli, "train_set"),
+        (cli, "fit"),
+        (cli, "load_policy"),
+        (cli, "evaluate_benchmarks"),
+        (pretrain, "build_policy"),
+        (runs, "fit"),
+        (reproduce, "prepare"),
+        (reproduce, "run_notebook"),
+        (experiments, "compare"),
+    ]:
+        monkeypatch.setattr(module, name, did_work)
+    return tmp_path
+
+
+def one_line(error: BaseException | str) -> str:
+    text = str(error)
+    assert "\n" not in text, text
+    return text
+
+
+def a_file(tmp_path: Path) -> Path:
+    """A plain file: nothing can be made under it, not even by root."""
+    path = tmp_path / "a_file"
+    path.write_text("x")
+    return path
+
+
+def model_dir(tmp_path: Path, damage: str | None = None) -> Path:
+    """A saved smoke-size policy directory, with one kind of damage."""
+    path = tmp_path / "model"
+    tokenizer = build_tokenizer()
+    save_policy(tiny_policy(size="smoke", tokenizer=tokenizer, seed=0), tokenizer, path)
+    if damage == "config not JSON":
+        (path / "config.json").write_text('{"model_type": "qwen2", ')
+    elif damage == "no weights":
+        (path / "model.safetensors").unlink()
+    elif damage == "no model_type":
+        (path / "config.json").write_text("{}")
+    elif damage == "unknown model_type":
+        (path / "config.json").write_text('{"model_type": "nosuchfamily"}')
+    elif damage == "no tokenizer":
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (path / name).unlink(missing_ok=True)
+    return path
+
+
+TRAIN_CASES = [  # the trainer settings' checks (PSNGRPOConfig) and the command line's own
+    (["--seed", "-1"], r"seed.*-1"),
+    (["--seed", "1.5"], r"--seed: invalid int value: '1\.5'"),
+    (["--learning_rate", "nan"], r"learning_rate.*nan"),
+    (["--learning_rate", "-1"], r"learning_rate.*-1"),
+    (["--weight_decay", "nan"], r"weight_decay.*nan"),
+    (["--temperature", "nan"], r"temperature.*nan"),
+    (["--beta", "nan"], r"beta.*nan"),
+    (["--sigma", "1e30"], r"sigma.*1e\+30"),
+    (["--tis_cap", "1e308"], r"tis_cap.*1e\+308"),
+    (["--arm", "psn_kl", "--sigma_max", "1e30"], r"sigma_max.*1e\+30"),
+    (["--arm", "psn_kl", "--kl_factor", "nan"], r"kl_factor.*nan"),
+    (["--use_vllm", "true"], r"use_vllm.*vLLM|vLLM.*use_vllm"),
+    (["--max_steps", "two"], r"--max_steps\S*: invalid int value: 'two'"),
+    (["--overwrite_output_dir", "maybe"], r"Truthy value expected: got maybe"),
+    (["--noise_targets", "nosuchlayer"], r"noise target 'nosuchlayer' matches no parameter of"),
+    (["--noise_targets", "mlp", "("], r"target '\(' is neither a site .* nor a valid regex"),
+    (["--sigma_scheduler", "nosuch"], r"unknown sigma_scheduler 'nosuch'; allowed: fixed"),
+    (["--advantage_mode", "nosuch"], r"unknown advantage_mode 'nosuch'; allowed: grpo"),
+    (["--prefix_prob", "1.5"], r"prefix_prob must be in \[0, 1\], got 1\.5"),
+    (["--profile", "nosuch"], r"unknown profile 'nosuch'; allowed"),
+    (["--arm", "nosuch"], r"unknown arm 'nosuch'; allowed"),
+    (["--dataset", "nosuch"], r"unknown dataset 'nosuch'; allowed: countdown"),
+    (["--output_dir", ""], r"--output_dir is empty"),
+    (["--trust_remote_code", "true"], r"not supported by psnlib train \(--trust_remote_code:"),
+    (["--model_init_kwargs", '{"dtype": "float16"}'], r"not supported .*\(--model_init_kwargs:"),
+    (["--resume_from_checkpoint", "x"], r"not supported .*\(--resume_from_checkpoint: a run"),
+    (["--model", ""], r"--model is empty"),
+    (["--model", "not a hub id!"], r"--model 'not a hub id!': no such model directory"),
+    (["--model", "a/b/c"], r"--model 'a/b/c': no such model directory"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), TRAIN_CASES, ids=[" ".join(a) for a, _ in TRAIN_CASES]
+)
+def test_bad_train_settings_are_one_line_errors_before_any_work(argv, message, no_work, capsys):
+    if argv[:1] == ["--use_vllm"] and sampling.vllm is not None:
+        pytest.skip("vLLM is installed here")
+    out = no_work / "run"
+    if "--output_dir" not in argv:
+        argv = [*argv, "--output_dir", str(out)]
+    fails(["train", "--profile", "smoke", *argv], message, capsys)
+    assert not (out / cli.RUN_FILE).exists()
+
+
+MODEL_DAMAGE = [
+    ("config not JSON", r"config\.json is not valid JSON"),
+    ("no weights", r"holds no weights \(\*\.safetensors\)"),
+    ("no model_type", r"config\.json names no model_type"),
+    ("unknown model_type", r"transformers cannot read its config"),
+    ("no tokenizer", r"holds no tokenizer"),
+]
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+@pytest.mark.parametrize(("damage", "message"), MODEL_DAMAGE, ids=[d for d, _ in MODEL_DAMAGE])
+def test_a_damaged_model_directory_is_named_before_loading(
+    command, damage, message, no_work, capsys
+):
+    path = model_dir(no_work, damage)
+    fails([command, "--profile", "smoke", "--model", str(path)], rf"'{path}'.*{message}", capsys)
+
+
+def test_a_missing_local_model_is_not_taken_for_a_hub_id(no_work, monkeypatch, capsys):
+    """``runs/nosuch`` has one slash, like 'org/name'; ``runs/`` is here, so it is a path."""
+    monkeypatch.chdir(no_work)
+    (no_work / "runs").mkdir()
+    monkeypatch.setattr(cli, "ask_hub", did_work)
+    argv = ["train", "--profile", "smoke", "--model", "runs/nosuch"]
+    fails(argv, r"--model 'runs/nosuch': no such model directory \(runs/ is a local dir", capsys)
+    fails([*argv[:-1], str(a_file(no_work))], r"a_file': no such model directory", capsys)
+
+
+@pytest.mark.parametrize(
+    ("hub", "message"),
+    [
+        (
+            "offline",
+            r"--model 'org/nosuch' is not a local directory and not in the hub cache, "
+            r"and HF_HUB_OFFLINE is set",
+        ),
+        (
+            "unreachable",
+            r"--model 'org/nosuch' is not in the hub cache and the hub cannot be "
+            r"reached \(ConnectionError\)",
+        ),
+        ("not found", r"--model 'org/nosuch': no such model on the hub"),
+    ],
+)
+def test_a_hub_id_that_cannot_be_loaded_fails_at_once(hub, message, no_work, monkeypatch, capsys):
+    def ask(name: str) -> None:
+        if hub == "offline":
+            pytest.fail("asked the hub in offline mode")
+        if hub == "unreachable":
+            raise ConnectionError("Name or service not known")
+        response = SimpleNamespace(headers={}, request=None)
+        raise RepositoryNotFoundError("404 Repository Not Found", response=response)
+
+    monkeypatch.setattr(cli, "ask_hub", ask)
+    if hub == "offline":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    fails(["train", "--profile", "smoke", "--model", "org/nosuch"], message, capsys)
+    assert time.perf_counter() - start < 5  # not a minute of retries
+
+
+def test_a_profiles_hub_base_policy_is_checked_too(no_work, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(cli.huggingface_hub, "try_to_load_from_cache", lambda *a, **k: None)
+    message = r"profile 'paper''s base policy 'Qwen/Qwen2\.5-Math-7B' is not a local directory"
+    fails(["train", "--profile", "paper", "--output_dir", str(no_work / "run")], message, capsys)
+
+
+def test_noise_targets_are_checked_on_a_model_directory_before_loading(no_work, capsys):
+    path = model_dir(no_work)
+    argv = ["train", "--profile", "smoke", "--model", str(path), "--noise_targets", "nosuch"]
+    fails(argv, r"noise target 'nosuch' matches no parameter of Qwen2ForCausalLM", capsys)
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "train --output_dir"])
+def test_a_directory_that_cannot_be_written_is_named_before_any_work(
+    command, no_work, monkeypatch, capsys
+):
+    blocked = a_file(no_work) / "sub"
+    argv = [*command.split()[:1], "--profile", "smoke"]
+    if command == "eval":
+        argv += ["--model", str(model_dir(no_work))]
+    if command == "train --output_dir":
+        argv += ["--output_dir", str(blocked)]
+        message = rf"--output_dir '{blocked}' cannot be made: '{blocked.parent}' is a file"
+    else:
+        monkeypatch.setenv("PSNLIB_DATA", str(blocked))
+        argv += ["--output_dir", str(no_work / "run")] if command == "train" else []
+        message = rf"PSNLIB_DATA '{blocked}' cannot be made: '{blocked.parent}' is a file"
+    fails(argv, message, capsys)
+
+
+CONFIG_CASES = [
+    ("output_dir: [1, 2]", r"output_dir: \[1, 2\] is not of type str \| None"),
+    ('output_dir: ""', r"--output_dir is empty"),
+    ("seed: [0]", r"seed: \[0\] is not of type int"),
+    ("sigma: true", r"sigma: True is not of type float"),
+    ("use_tis: 1", r"use_tis: 1 is not of type bool"),
+    ("noise_targets: [1]", r"noise_targets: \[1\] is not of type list\[str\]"),
+    ("profile: 3", r"profile: 3 is not of type str"),
+    ("learning_rate: abc", r"--learning_rate\S*: invalid float value: 'abc'"),
+    ("env: [1]", r"env: \[1\] is not a mapping"),
+    ("trust_remote_code: true", r"not supported by psnlib train \(--trust_remote_code"),
+]
+
+
+@pytest.mark.parametrize(("yaml_text", "message"), CONFIG_CASES, ids=[c for c, _ in CONFIG_CASES])
+def test_a_config_file_value_of_the_wrong_type_is_named(yaml_text, message, no_work, capsys):
+    config = no_work / "run.yaml"
+    config.write_text(f"profile: smoke\n{yaml_text}\n")
+    fails(["train", "--config", str(config)], message, capsys)
+    assert not (no_work / "[1, 2]").exists() and not Path("[1, 2]").exists()
+
+
+EVAL_CASES = [
+    (["--seed", "-1"], r"--seed must be an integer >= 0, got -1"),
+    (["--vllm_gpu_memory_utilization", "1.5"], r"in \(0, 1\], got 1\.5"),
+    (["--vllm_gpu_memory_utilization", "nan"], r"in \(0, 1\], got nan"),
+    (["--vllm_tensor_parallel_size", "0"], r"--vllm_tensor_parallel_size must be >= 1, got 0"),
+    (["--run_key", ""], r"--run_key is empty"),
+    (["--use_vllm", "true"], r"needs vLLM: pip install"),
+    (["--benchmarks", "nosuch"], r"unknown benchmark\(s\) \['nosuch'\]; allowed"),
+    (["--profile", "nosuch"], r"unknown profile 'nosuch'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), EVAL_CASES, ids=[" ".join(a) for a, _ in EVAL_CASES])
+def test_bad_eval_arguments_are_one_line_errors_before_loading(argv, message, no_work, capsys):
+    if argv[:1] == ["--use_vllm"] and sampling.vllm is not None:
+        pytest.skip("vLLM is installed here")
+    fails(
+        ["eval", "--model", str(model_dir(no_work)), "--profile", "smoke", *argv], message, capsys
+    )
+
+
+def reproduce_fails(argv: list[str], message: str, capsys) -> None:
+    """``python -m psnlib.reproduce ARGV`` ends with one line naming the problem, printing
+    nothing (no "0 notebook(s)")."""
+    with pytest.raises(SystemExit) as exit_:
+        reproduce.main(argv)
+    text = one_line(exit_.value.code)
+    assert text.startswith("psnlib.reproduce: error: ") and re.search(message, text), text
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--profile", "nosuch"], r"unknown profile 'nosuch'; allowed"),
+        (["--workers", "-1"], r"--workers must be >= 0, got -1"),
+        (["--only", "nosuch"], r"--only \['nosuch'\] matches no notebook in .*; notebooks: 00_"),
+        (["--only", "00_quick", "nosuch"], r"--only \['nosuch'\] matches no notebook"),
+        (["--notebooks", "/nonexistent"], r"--notebooks '/nonexistent' is not a directory"),
+        (["--notebooks", "{empty}"], r"--notebooks '.*empty' holds no notebook"),
+        (["--notebooks", "{file}"], r"--notebooks '.*a_file' is not a directory"),
+        (["--out", "{file}/out"], r"--out '.*a_file/out' cannot be made: '.*a_file' is a file"),
+    ],
+)
+def test_bad_reproduce_arguments_are_one_line_errors_before_the_prepare_stage(
+    argv, message, no_work, capsys
+):
+    (no_work / "empty").mkdir()
+    places = {"{empty}": str(no_work / "empty"), "{file}": str(a_file(no_work))}
+    argv = [re.sub(r"\{\w+\}", lambda m: places[m.group()], a) for a in argv]
+    out = [] if "--out" in argv else ["--out", str(no_work / "out")]
+    reproduce_fails(["--profile", "smoke", *out, *argv], message, capsys)
+    assert not (no_work / "out").exists()  # no figures or runs directory made
+
+
+def test_reproduce_refuses_a_data_directory_it_cannot_write(no_work, monkeypatch, capsys):
+    blocked = a_file(no_work) / "data"
+    monkeypatch.setenv("PSNLIB_DATA", str(blocked))
+    argv = ["--profile", "smoke", "--out", str(no_work / "out")]
+    reproduce_fails(argv, rf"PSNLIB_DATA '{blocked}' cannot be made", capsys)
+
+
+BAD_PARAMETERS = [
+    ("seeds", "(0, 1)", r"got '\(0, 1\)'; with papermill pass a list: -y \"seeds: \[0, 1\]\""),
+    ("seeds", [0, -1], r"seeds must be None or a non-empty list .* got \[0, -1\]"),
+    ("seeds", [0.5], r"integers >= 0, got \[0\.5\]"),
+    ("seeds", [], r"non-empty list or tuple of integers >= 0, got \[\]"),
+    ("seeds", 3, r"integers >= 0, got 3$"),
+    ("seeds", [True], r"integers >= 0, got \[True\]"),
+    ("profile", "nosuch", r"unknown profile 'nosuch'; allowed"),
+    ("profile", 3, r"notebook parameter profile must be a profile name, got 3"),
+    ("figures_dir", 3, r"notebook parameter figures_dir must be None or a path, got 3"),
+    ("metrics_path", [1], r"notebook parameter metrics_path must be None or a path, got \[1\]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"), BAD_PARAMETERS, ids=[f"{n}={v!r}" for n, v, _ in BAD_PARAMETERS]
+)
+def test_a_notebook_parameter_of_the_wrong_kind_is_named(name, value, message, no_work):
+    """As papermill sets them: the parameters cell, then its injected cell, then the check."""
+    defaults = "profile = 'smoke'\nseeds = None\nfigures_dir = None\nmetrics_path = None"
+    injected = f"# Parameters\n{name} = {value!r}\n"
+    namespace = {
+        "In": ["", defaults, injected, "notebook.check_parameters(globals())"],
+        **{"profile": "smoke", "seeds": None, "figures_dir": None, "metrics_path": None},
+        name: value,
+    }
+    with pytest.raises(ValueError) as error:
+        notebook.check_parameters(namespace)
+    assert re.search(message, one_line(error.value)), error.value
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: experiments.run("main_results", "smoke", seeds="(0, 1)"),
+        lambda: experiments.main_results("smoke").run([-1], progress=False),
+        lambda: experiments.main_results("smoke").work("01"),
+        lambda: experiments.tis_ablation("smoke").pending((0, 1.5)),
+    ],
+    ids=["run string", "Plan.run negative", "Plan.work string", "Plan.pending float"],
+)
+def test_the_python_api_refuses_bad_seeds_before_any_work(call, no_work):
+    with pytest.raises(ValueError, match=r"seeds must be None or a non-empty list") as error:
+        call()
+    one_line(error.value)
+
+
+def test_an_unknown_experiment_is_named(no_work):
+    with pytest.raises(ValueError, match=r"unknown experiment 'nosuch'; allowed: \["):
+        experiments.run("nosuch", "smoke")
+
+
+def test_a_start_that_fails_before_training_does_not_lock_its_run_directory(
+    no_work, monkeypatch, capsys
+):
+    """The settings file is written right before training: a start whose policy fails to load
+    leaves none, and the corrected command with other settings is not refused."""
+
+    def broken(*args, **kwargs):
+        raise OSError("the policy could not be read")
+
+    monkeypatch.setattr(cli, "base_policy", broken)
+    out = no_work / "run"
+    first = ["train", "--profile", "smoke", "--output_dir", str(out), "--sigma", "0.5"]
+    with pytest.raises(OSError, match="could not be read"):
+        main(first)
+    assert not (out / cli.RUN_FILE).exists()
+    # a settings file alone (an older start that failed before its first checkpoint) holds
+    # nothing to lose either: the corrected command is planned, not refused
+    out.mkdir(exist_ok=True)
+    (out / cli.RUN_FILE).write_text(json.dumps({"profile": "smoke", "seed": 7}))
+    run = cli.plan_train(first[1:])
+    assert run.output_dir == out and run.config.sigma == 0.5
+
+
+def test_a_second_train_into_a_busy_output_dir_is_refused_naming_the_owner(no_work, capsys):
+    out = no_work / "run"
+    holder = (
+        "import sys, time\nfrom psnlib.io import exclusive\n"
+        f"with exclusive({str(out)!r}, 'the first train'):\n"
+        "    print('holding', flush=True)\n    time.sleep(120)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline() == "holding\n"
+        argv = ["train", "--profile", "smoke", "--output_dir", str(out)]
+        fails(
+            argv,
+            rf"{re.escape(str(out))}\.lock is held by pid {owner.pid} .*the first train",
+            capsys,
+        )
+    finally:
+        owner.terminate()
+        owner.wait(timeout=30)
+    assert not (out / cli.RUN_FILE).exists()

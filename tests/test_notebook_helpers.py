@@ -65,21 +65,27 @@ def test_in_ipython_only_the_parameter_cells_count():
 
 
 @pytest.mark.notebooks
-def test_a_mistyped_papermill_parameter_fails_before_any_work(tmp_path):
-    """`papermill ... -p profil smoke` used to warn and run the default cpu profile (SFT first);
-    now the cell after the parameters stops it, naming the parameter. The cell timeout bounds
-    the test where the check is missing (the SFT cell would run for minutes)."""
+@pytest.mark.parametrize(
+    ("parameter", "message"),
+    [
+        (["profil", "smoke"], "ValueError: unknown notebook parameter(s) profil; known: profile"),
+        (["seeds", "(0, 1)"], "ValueError: notebook parameter seeds must be None or a non-empty"),
+    ],
+)
+def test_a_bad_papermill_parameter_fails_before_any_work(tmp_path, parameter, message):
+    """`papermill ... -p profil smoke` used to warn and run the default cpu profile (SFT first),
+    and `-p seeds '(0, 1)'` (a string to papermill) reached the runs as characters; now the
+    cell after the parameters stops both, naming the parameter. The cell timeout bounds the
+    test where the check is missing (the SFT cell would run for minutes)."""
     data = tmp_path / "data"
     env = {**os.environ, "PSNLIB_DATA": str(data), "OMP_NUM_THREADS": "1"}
     source = Path(__file__).resolve().parent.parent / "notebooks" / "00_quickstart.ipynb"
     command = [sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb")]
-    command += ["-p", "profil", "smoke", "--execution-timeout", "120", "--cwd", str(tmp_path)]
+    command += ["-p", *parameter, "--execution-timeout", "120", "--cwd", str(tmp_path)]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
-    assert "ValueError: unknown notebook parameter(s) profil; known: profile, seeds" in (
-        done.stderr + done.stdout
-    )
+    assert message in done.stderr + done.stdout
     assert not (data / "cache").exists(), "something was built before the check"
     assert time.perf_counter() - start < 120
 
