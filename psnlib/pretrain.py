@@ -24,13 +24,22 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import data_dir, load_cached
-from psnlib.models import META_FILE, build_tokenizer, load_policy, save_policy, tiny_policy
+from psnlib.io import Damaged, data_dir, exclusive, load_cached, load_json
+from psnlib.models import (
+    META_FILE,
+    build_tokenizer,
+    load_policy,
+    load_saved_policy,
+    save_policy,
+    tiny_policy,
+)
 from psnlib.profiles import PolicySpec, Profile, get_profile
 from psnlib.tasks import sft_corpus
 from psnlib.tasks.countdown import CHARSET
 
 CACHE_VERSION = 1  # bump when the SFT recipe changes in a way the settings hash does not see
+# What build_policy writes beside a built policy's weights, and what its readers use.
+BUILT_META_KEYS = ("spec", "train_seconds", "final_loss", "loss_curve")
 IGNORE = -100  # label of positions that carry no loss (prompt, padding)
 
 
@@ -114,7 +123,9 @@ def spec_hash(spec: PolicySpec) -> str:
     """Short stable hash of everything that determines a built policy.
 
     Fields added after policies were cached are left out at their defaults, so those policies
-    keep their hashes (``sft_max_misses``)."""
+    keep their hashes (``sft_max_misses``). The torch thread count is not in it: SFT gives
+    bit-identical weights at 1 and 2 threads (``tests/test_threads.py``), unlike RL (see
+    ``psnlib.runs.run_dir``)."""
     settings = asdict(spec)
     if settings["sft_max_misses"] == 0:
         del settings["sft_max_misses"]
@@ -142,11 +153,22 @@ def build_policy(
     if spec.sft_max_misses < 0:
         raise ValueError(f"sft_max_misses={spec.sft_max_misses} is not allowed: use >= 0")
     path = policy_dir(spec, root)
-    loaded = None
-    if path.exists() and not force:
-        loaded = load_cached(path, lambda p: load_policy(p, dtype=torch.float32), "policy")
-    if loaded is not None:
-        return loaded[0].eval(), loaded[1], path
+    loaded = None if force else _cached(path)
+    if loaded is None:
+        with exclusive(path, f"building the policy {path.name}", wait=True):
+            loaded = None if force else _cached(path)  # built meanwhile by the lock's last owner?
+            if loaded is None:
+                return (*_sft_policy(spec, path), path)
+    return loaded[0].eval(), loaded[1], path
+
+
+def _cached(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase] | None:
+    """The built policy cached at ``path``, or None (a damaged entry is removed)."""
+    return load_cached(path, _load_built, "policy") if path.exists() else None
+
+
+def _sft_policy(spec: PolicySpec, path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Build the tiny policy ``spec`` describes by SFT now, and cache it at ``path``."""
     tokenizer = build_tokenizer()
     model = tiny_policy(spec.family, spec.size, tokenizer, seed=spec.seed)  # validates names
     start = time.perf_counter()
@@ -174,12 +196,25 @@ def build_policy(
         "cache_version": CACHE_VERSION,
     }
     save_policy(model, tokenizer, path, meta=meta)
-    return model, tokenizer, path
+    return model, tokenizer
 
 
 def policy_meta(path: Path) -> dict:
-    """The ``psnlib_meta.json`` written beside a built policy."""
-    return json.loads((Path(path) / META_FILE).read_text())
+    """The ``psnlib_meta.json`` written beside a built policy or a finished run; ``Damaged``
+    (naming the file) if it is missing, does not parse or is not a JSON object."""
+    file = Path(path) / META_FILE
+    meta = load_json(file)
+    if not isinstance(meta, dict):
+        raise Damaged(f"{file} holds a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def _load_built(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A cached built policy; ``Damaged`` if its files or its record are not whole."""
+    missing = [key for key in BUILT_META_KEYS if key not in policy_meta(path)]
+    if missing:
+        raise Damaged(f"{Path(path) / META_FILE} lacks {missing}")
+    return load_saved_policy(path)
 
 
 def base_policy(profile: str | Profile = "cpu", **kwargs):

@@ -1,12 +1,23 @@
 """SFT pre-training: labels, determinism, caching, atomic writes, and that it actually learns."""
 
+import shutil
+
 import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from psnlib import pretrain
-from psnlib.models import build_tokenizer
-from psnlib.pretrain import IGNORE, build_policy, encode_sft, lr_at, policy_dir, policy_meta
+from psnlib.io import Damaged
+from psnlib.models import META_FILE, build_tokenizer
+from psnlib.pretrain import (
+    BUILT_META_KEYS,
+    IGNORE,
+    build_policy,
+    encode_sft,
+    lr_at,
+    policy_dir,
+    policy_meta,
+)
 from psnlib.profiles import PolicySpec, get_profile
 
 # The smoke base spec: a 2-layer d=32 model, 60 SFT steps of 32 examples (seconds on a CPU).
@@ -102,3 +113,83 @@ def test_on_step_sees_every_step_and_leaves_training_as_it_was():
     assert runs[0][0] == runs[1][0]
     for name, value in runs[0][1].items():
         assert torch.equal(value, runs[1][1][name]), name
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The smoke base policy, built once: ``(root, path, weights)``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("built")
+    model, _, path = build_policy(SMOKE, root=root)
+    torch.set_num_threads(threads)
+    return root, path, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def copy_of(built, tmp_path):
+    root, path, _ = built
+    shutil.copytree(root, tmp_path / "root")
+    return tmp_path / "root", tmp_path / "root" / path.name
+
+
+def cut(file, keep):
+    file.write_bytes(file.read_bytes()[:keep])
+
+
+DAMAGE = {
+    "truncated meta": lambda p: cut(p / META_FILE, 40),
+    "meta a JSON list": lambda p: (p / META_FILE).write_text("[1, 2]"),
+    "meta without its keys": lambda p: (p / META_FILE).write_text('{"spec": {}}'),
+    "meta missing": lambda p: (p / META_FILE).unlink(),
+    "truncated weights": lambda p: cut(p / "model.safetensors", 1000),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_cached_policy_is_removed_with_a_warning_and_rebuilt(
+    built, tmp_path, one_thread, damage
+):
+    root, path = copy_of(built, tmp_path)
+    DAMAGE[damage](path)
+    with pytest.warns(UserWarning, match=f"removing the damaged policy {path} "):
+        model, _, again = build_policy(SMOKE, root=root)
+    assert again == path and set(policy_meta(path)) >= set(BUILT_META_KEYS)
+    for name, value in model.state_dict().items():  # the same SFT on the same machine
+        assert torch.equal(value, built[2][name]), name
+
+
+def test_policy_meta_calls_a_damaged_record_damaged(built, tmp_path):
+    _, path = copy_of(built, tmp_path)
+    cut(path / META_FILE, 40)
+    with pytest.raises(Damaged, match=f"{META_FILE} does not parse"):
+        policy_meta(path)
+    (path / META_FILE).write_text("[]")
+    with pytest.raises(Damaged, match=f"{META_FILE} holds a JSON list, not an object"):
+        policy_meta(path)
+
+
+def test_a_transient_error_while_loading_a_cached_policy_removes_nothing(
+    built, tmp_path, monkeypatch
+):
+    root, path = copy_of(built, tmp_path)
+
+    def no_threads(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(pretrain, "load_saved_policy", no_threads)
+    monkeypatch.setattr(pretrain, "sft_train", lambda *a, **k: pytest.fail("rebuilt"))
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        build_policy(SMOKE, root=root)
+    assert sorted(p.name for p in path.iterdir()) == sorted(p.name for p in built[1].iterdir())
+
+
+def test_a_policy_with_a_non_finite_weight_is_not_cached(tmp_path, monkeypatch, one_thread):
+    def diverged(model, *args, **kwargs):
+        with torch.no_grad():
+            next(model.parameters())[0, 0] = float("nan")
+        return [float("nan")]
+
+    monkeypatch.setattr(pretrain, "sft_train", diverged)
+    with pytest.raises(ValueError, match=f"refusing to save the policy .*{policy_dir(SMOKE).name}"):
+        build_policy(SMOKE, root=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # neither the policy nor its lock
