@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 from trl import GRPOTrainer
+from trl.import_utils import is_vllm_available
 
 from psnlib.advantages import passk_advantages
 from psnlib.checkpoints import SCHEDULER_STATE, StagedCheckpoints
@@ -97,8 +98,12 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
 
     - Checkpoints (``psnlib.checkpoints.StagedCheckpoints``) are written aside and renamed into
       place, with the sigma scheduler's state, so a kill never leaves a half-written
-      ``checkpoint-N``; rollout seeds come from restored state (``_rollout_seed``), so a resumed
-      run is the uninterrupted one.
+      ``checkpoint-N``; ``train`` resumes only from a complete one; rollout seeds come from
+      restored state (``_rollout_seed``), so a resumed run is the uninterrupted one.
+    - A non-finite loss (``training_step``), gradient norm or weight (``_maybe_log_save_evaluate``,
+      after each optimizer step, before any checkpoint of it is written) raises a
+      ``FloatingPointError`` naming the step and the settings likely responsible; TRL's trainer
+      would log the average of earlier losses instead (``logging_nan_inf_filter``) and go on.
 
     With ``sigma=0``, ``use_tis=False`` and ``loss_groups=1`` a step is exactly a ``GRPOTrainer``
     step (with more groups, up to rounding). Tool calling
@@ -116,7 +121,15 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         args = PSNGRPOConfig() if args is None else args
         if not isinstance(args, PSNGRPOConfig):
             raise TypeError(f"args must be a PSNGRPOConfig, got {type(args).__name__}")
-        super().__init__(model, reward_funcs, args=args, **kwargs)
+        try:
+            super().__init__(model, reward_funcs, args=args, **kwargs)
+        except ImportError as err:  # TRL builds its vLLM engine here
+            if args.use_vllm and not is_vllm_available():
+                raise ValueError(
+                    "use_vllm=True needs vLLM, which is not installed: pip install 'psnlib[gpu]' "
+                    "(or use_vllm=False)"
+                ) from err
+            raise
         if self.tools:
             raise ValueError("PSNGRPOTrainer does not support tool calling yet; pass no tools")
         self.noise = args.noise_config()
@@ -305,9 +318,46 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         self, model: nn.Module, inputs: dict, num_items_in_batch: Any
     ) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)  # counts self._step
+        if not torch.isfinite(loss).all():
+            self._non_finite(self.state.global_step + 1, f"the loss is {loss.item()}")
         if self._step % self.current_gradient_accumulation_steps == 0:  # the step's last one
             self._update_sigma()
         return loss
+
+    def _maybe_log_save_evaluate(
+        self,
+        tr_loss: torch.Tensor,
+        grad_norm: torch.Tensor | float | None,
+        model: nn.Module,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        """Stop at a non-finite gradient norm or weight of the step just taken, before TRL logs
+        it or saves a checkpoint."""
+        step = self.state.global_step
+        if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            self._non_finite(step, f"the gradient norm is {float(grad_norm)}")
+        params = [p for p in self.model.parameters() if p.numel()]
+        if not torch.stack([p.isfinite().all() for p in params]).all():
+            name = next(n for n, p in self.model.named_parameters() if not p.isfinite().all())
+            self._non_finite(step, f"weight {name} is not finite")
+        super()._maybe_log_save_evaluate(tr_loss, grad_norm, model, *args, **kwargs)
+
+    def _non_finite(self, step: int, what: str) -> None:
+        """Raise the ``FloatingPointError`` of a non-finite number at ``step``."""
+        args = self.args
+        settings = {
+            "sigma": self.sigma,
+            "learning_rate": args.learning_rate,
+            "temperature": args.temperature,
+            "beta": args.beta,
+            "weight_decay": args.weight_decay,
+            "max_grad_norm": args.max_grad_norm,
+        }
+        raise FloatingPointError(
+            f"step {step}: {what} ({', '.join(f'{k}={v:g}' for k, v in settings.items())}); "
+            "stopped before this step was saved"
+        )
 
     def _update_sigma(self) -> None:
         """Hand the scheduler the mean of each signal since the last update; log what it derived.

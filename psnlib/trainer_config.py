@@ -6,6 +6,7 @@ built. ``PSNGRPOTrainer`` (``psnlib.trainer``) reads it; split from the trainer 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -20,7 +21,7 @@ from psnlib.schedulers import (
     SigmaScheduler,
     check_similarity,
 )
-from psnlib.tis import check_tis
+from psnlib.tis import MAX_LOG_RATIO, check_tis
 
 ADVANTAGE_MODES = ("grpo", "passk")
 COUNTS = (  # settings that count something and must be >= 1
@@ -32,6 +33,55 @@ COUNTS = (  # settings that count something and must be >= 1
     "loss_groups",
 )
 ROLLOUT_ENGINES = ("psnlib", "generate")
+# Numbers that must be finite and in range: (low, high, low excluded, high excluded, why).
+TRAINING_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {  # TRL's and transformers'
+    "learning_rate": (0, math.inf, True, True, ""),
+    "temperature": (0, math.inf, True, True, ""),
+    "beta": (0, math.inf, False, True, ""),
+    "weight_decay": (0, math.inf, False, True, ""),
+    "max_grad_norm": (0, math.inf, False, True, " (0 turns clipping off)"),
+    "adam_beta1": (0, 1, False, True, ""),
+    "adam_beta2": (0, 1, False, True, ""),
+    "adam_epsilon": (0, math.inf, False, True, ""),
+    "epsilon": (0, math.inf, False, True, ""),
+    "epsilon_high": (0, math.inf, False, True, ""),
+    "delta": (0, math.inf, True, True, ""),
+    "top_entropy_quantile": (0, 1, False, False, ""),
+    "top_p": (0, 1, True, False, ""),
+    "min_p": (0, 1, False, False, ""),
+    "repetition_penalty": (0, math.inf, True, True, ""),
+    "num_train_epochs": (0, math.inf, True, True, ""),
+    "warmup_steps": (0, math.inf, False, True, ""),
+}
+PSN_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
+    "sigma": (0, 1, False, False, " (absolute noise, on weights of order 0.02; paper: 0.001)"),
+    "tis_cap": (0, math.exp(MAX_LOG_RATIO), True, False, " (ratios stop at exp(20); paper: 10)"),
+}
+# An adaptive scheduler's bounds (its other settings are checked by the scheduler itself).
+ADAPTIVE_RANGES: dict[str, tuple[float, float, bool, bool, str]] = {
+    "sigma_min": (0, 1, True, False, ""),
+    "sigma_max": (0, 1, True, False, ""),
+}
+# Integers in numpy's seed range; data_seed and noise_seed may be None.
+SEEDS = ("seed", "data_seed", "noise_seed")
+MAX_SEED = 2**32 - 1
+
+
+def check_number(
+    name: str, value: object, low: float, high: float, low_out: bool, high_out: bool, why: str
+) -> None:
+    """Raise a one-line ValueError naming ``name`` and ``value`` unless it is a finite number
+    within the bounds (``low_out``/``high_out``: the bound itself is excluded)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and math.isfinite(value):
+        above = low < value if low_out else low <= value
+        if above and (value < high if high_out else value <= high):
+            return
+    if high == math.inf:
+        allowed = f"a finite number {'>' if low_out else '>='} {low:g}"
+    else:
+        allowed = f"in {'(' if low_out else '['}{low:g}, {high:g}{')' if high_out else ']'}"
+    raise ValueError(f"{name} must be {allowed}{why}, got {value!r}")
 
 
 @dataclass
@@ -40,7 +90,10 @@ class PSNGRPOConfig(GRPOConfig):
 
     sigma: float = field(
         default=0.001,
-        metadata={"help": "Noise scale of W~ = W + sigma * eps (paper: 0.001; 0 turns noise off)."},
+        metadata={
+            "help": "Noise scale of W~ = W + sigma * eps, in [0, 1] (paper: 0.001; 0 turns noise "
+            "off)."
+        },
     )
     noise_targets: list[str] = field(
         default_factory=lambda: ["mlp"],
@@ -74,11 +127,11 @@ class PSNGRPOConfig(GRPOConfig):
     )
     sigma_min: float = field(
         default=1e-6,
-        metadata={"help": "Lower bound of an adaptive sigma (released code: 1e-6)."},
+        metadata={"help": "Lower bound of an adaptive sigma, in (0, 1] (released code: 1e-6)."},
     )
     sigma_max: float = field(
         default=0.5,
-        metadata={"help": "Upper bound of an adaptive sigma (released code: 0.5)."},
+        metadata={"help": "Upper bound of an adaptive sigma, in (0, 1] (released code: 0.5)."},
     )
     kl_target: float = field(
         default=0.004,
@@ -127,7 +180,7 @@ class PSNGRPOConfig(GRPOConfig):
     )
     tis_cap: float = field(
         default=10.0,
-        metadata={"help": "TIS truncation C (paper: 10)."},
+        metadata={"help": "TIS truncation C, in (0, exp(20)] (paper: 10)."},
     )
     tis_level: str = field(
         default="token",
@@ -169,6 +222,8 @@ class PSNGRPOConfig(GRPOConfig):
 
     def __post_init__(self) -> None:
         self.check_counts()
+        self.check_numbers(TRAINING_RANGES)
+        self.check_integers()
         self.check_precision()
         self.name_checkpointing()
         super().__post_init__()
@@ -191,6 +246,9 @@ class PSNGRPOConfig(GRPOConfig):
             )
         if not 0.0 <= self.prefix_prob <= 1.0:  # also rejects NaN
             raise ValueError(f"prefix_prob must be in [0, 1], got {self.prefix_prob}")
+        self.check_numbers(PSN_RANGES)  # after the checks above, whose messages say more
+        if self.sigma_scheduler != "fixed":
+            self.check_numbers(ADAPTIVE_RANGES)
         self.check_rollout_engine()
         if self.use_transformers_continuous_batching:
             raise ValueError(
@@ -210,6 +268,23 @@ class PSNGRPOConfig(GRPOConfig):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def check_numbers(self, ranges: dict[str, tuple[float, float, bool, bool, str]]) -> None:
+        """Each setting of ``ranges`` that is not None is a finite number in its range."""
+        for name, bounds in ranges.items():
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), *bounds)
+
+    def check_integers(self) -> None:
+        """Seeds are integers in [0, 2**32 - 1] (numpy's range); ``passk_k`` is an integer >= 1."""
+        for name in SEEDS:
+            value = getattr(self, name)
+            if value is None and name != "seed":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+                raise ValueError(f"{name} must be an integer in [0, {MAX_SEED}], got {value!r}")
+        if isinstance(self.passk_k, bool) or not isinstance(self.passk_k, int) or self.passk_k < 1:
+            raise ValueError(f"passk_k must be an integer >= 1, got {self.passk_k!r}")
 
     def name_checkpointing(self) -> None:
         """TRL's ``gradient_checkpointing`` (default True), under the name transformers 5 reads,
