@@ -3,14 +3,19 @@
 A run is identified by its profile, arm, seed and every override; its final policy and training
 log live in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>/`` and are written atomically, so a
 finished run is loaded instead of retrained. While training, TRL checkpoints go to a ``.work``
-directory beside it and an interrupted run resumes from the last one.
+directory beside it and an interrupted run resumes from the last one. One process at a time
+trains a run: it holds ``<run dir>.lock`` (``psnlib.io.exclusive``), and another process that
+asks for the run meanwhile waits for it, then loads what it finished.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import re
 import shutil
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,15 +23,18 @@ from typing import Any
 import pandas as pd
 import torch
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import data_dir, load_cached
-from psnlib.models import load_policy, save_policy
+from psnlib.checkpoints import last_checkpoint as last_checkpoint  # psnlib.runs' name too
+from psnlib.checkpoints import resume_training
+from psnlib.io import Damaged, data_dir, exclusive, load_cached
+from psnlib.models import META_FILE, load_saved_policy, save_policy
 from psnlib.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.profiles import Profile, get_profile
 from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
-from psnlib.trainer import SCHEDULER_STATE, PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.tasks.math_reward import math_reward
+from psnlib.tasks.reward import countdown_dense_reward, countdown_reward
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 from psnlib.weak_prefix import PREFIX_SOURCES, TRUNCATIONS, prefix_train_set
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
@@ -52,6 +60,9 @@ PREFIX_SETTINGS = {"prefix_truncation": "entropy", "prefix_source": "weak"}
 # 3: the loss forward by length groups, the decoder's einsum attention (issue 18): new rounding
 CACHE_VERSION = 3
 KEEP_CHECKPOINTS = 2  # save_total_limit of a run: the newest complete checkpoint is always kept
+# The rewards of psnlib.tasks (task_reward's): keyed by their names, as every cached run is.
+BUILTIN_REWARDS = (countdown_reward, countdown_dense_reward, math_reward)
+RUN_META_KEYS = ("profile", "arm", "seed", "overrides", "log")  # what train_policy records
 
 
 def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
@@ -133,15 +144,62 @@ def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> 
     return train_problems(profile.rl_dataset, profile.rl_train_problems, seed=seed)
 
 
+def reward_key(reward: Callable[..., list[float]], reward_id: str | None = None) -> str:
+    """What stands for a run's reward in its cache key.
+
+    A built-in reward (``BUILTIN_REWARDS``) is its name, the key of every run cached so far;
+    ``reward_id``, if given, is ``id:<reward_id>``, the caller vouching that it changes whenever
+    the reward does. Any other plain function is its module-qualified name and a hash of its
+    source, its defaults and the values its closure holds, so two different lambdas, or a
+    function named like a built-in reward, get keys of their own. The globals it reads are not
+    in the key: a reward that reads mutable ones needs ``reward_id``, and so does one whose
+    source cannot identify it (a builtin, a callable object, a ``functools.partial``, a lambda
+    typed at a prompt or sharing its lines with another lambda, a closure value whose ``repr``
+    holds a memory address). Raises ``ValueError`` for those."""
+    if reward_id is not None:
+        if not isinstance(reward_id, str) or not reward_id.strip():
+            raise ValueError(f"reward_id must be a non-empty string, got {reward_id!r}")
+        return f"id:{reward_id}"
+    if any(reward is builtin for builtin in BUILTIN_REWARDS):
+        return reward.__qualname__
+    name = f"{getattr(reward, '__module__', None)}.{getattr(reward, '__qualname__', reward)}"
+    need_id = f"the reward {name} cannot be keyed by its source"
+    if not isinstance(reward, types.FunctionType):
+        raise ValueError(f"{need_id}: it is a {type(reward).__name__}; pass reward_id='...'")
+    try:
+        source = inspect.getsource(reward)
+    except (OSError, TypeError) as err:
+        raise ValueError(f"{need_id} ({err}); pass reward_id='...'") from err
+    if reward.__name__ == "<lambda>" and len(re.findall(r"\blambda\b", source)) > 1:
+        raise ValueError(f"{need_id}: its lines hold other lambdas; pass reward_id='...'")
+    cells = [cell.cell_contents for cell in reward.__closure__ or ()]
+    values = repr((reward.__defaults__, reward.__kwdefaults__, cells))
+    if re.search(r" at 0x[0-9a-fA-F]+", values):
+        raise ValueError(f"{need_id}: its defaults or closure hold {values}; pass reward_id='...'")
+    digest = hashlib.sha256(f"{source}\n{values}".encode()).hexdigest()[:12]
+    return f"{name}:{digest}"
+
+
 def run_dir(
-    profile: str | Profile, arm: str, seed: int, overrides: dict[str, Any], reward: str
+    profile: str | Profile,
+    arm: str,
+    seed: int,
+    overrides: dict[str, Any],
+    reward: str,
+    threads: int = 1,
 ) -> Path:
     """Cache directory of a run. Its hash covers what determines the trained policy (the base
-    policy, the training problems, the reward's name and every resolved trainer setting) and
-    nothing else: a change to the profile's evaluation sizes still finds the same run, and so
-    does an override to the value that the profile and arm already give."""
+    policy, the training problems, the reward's key (``reward_key``), every resolved trainer
+    setting and the torch thread count) and nothing else: a change to the profile's evaluation
+    sizes still finds the same run, and so does an override to the value that the profile and
+    arm already give."""
     profile = get_profile(profile)
     data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
+    # RL's rounding depends on the thread count (5e-7 apart at 1 and 2 threads). Every cached
+    # run was trained at 1: a make reproduce worker (psnlib.reproduce._one_thread), the tests
+    # (tests/conftest.py's one_thread) and train_policy's default. So 1 is left out of the key,
+    # and those runs keep their keys.
+    threads_key = {} if threads == 1 else {"threads": threads}
     blob = json.dumps(
         {
             "settings": rl_settings(profile, arm, seed, **overrides),
@@ -150,24 +208,13 @@ def run_dir(
             "reward": reward,
             "v": CACHE_VERSION,
             **data,  # absent for the testbed, whose runs keep their keys
+            **threads_key,
         },
         sort_keys=True,
         default=str,
     )
     key = hashlib.sha256(blob.encode()).hexdigest()[:12]
     return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
-
-
-def last_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest complete checkpoint in ``output_dir``, or None. Complete: it holds the sigma
-    scheduler's state, written last. ``PSNGRPOTrainer`` renames a checkpoint into place once
-    written; one that an older psnlib left half-written when killed is skipped."""
-    done = [
-        p
-        for p in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-        if p.name.rsplit("-", 1)[1].isdigit() and (p / SCHEDULER_STATE).exists()
-    ]
-    return str(max(done, key=lambda p: int(p.name.rsplit("-", 1)[1]))) if done else None
 
 
 def fit(
@@ -177,32 +224,40 @@ def fit(
     dataset: Dataset,
     reward: Callable[..., list[float]],
 ) -> tuple[PSNGRPOTrainer, list[dict[str, Any]]]:
-    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the last complete checkpoint in
-    ``config.output_dir`` if there is one. A checkpoint at ``max_steps`` is loaded, not trained
-    on (``Trainer`` would take one more step). Returns the trainer and the training log (one
-    row per step)."""
-    trainer = PSNGRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
+    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the newest complete checkpoint in
+    ``config.output_dir`` if there is one (``psnlib.checkpoints.resume_training``: an older one
+    when it fails to load; one at ``max_steps`` is loaded, not trained on). Returns the trainer
+    and the training log (one row per step)."""
+    trainer = resume_training(
+        lambda: PSNGRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        ),
+        config.output_dir,
+        config.max_steps,
     )
-    resume = last_checkpoint(config.output_dir)
-    state = None if resume is None else TrainerState.load_from_json(f"{resume}/trainer_state.json")
-    if state is not None and state.global_step >= config.max_steps:
-        trainer._load_from_checkpoint(resume)
-        trainer.state = state
-    else:
-        trainer.train(resume_from_checkpoint=resume)
     return trainer, [row for row in trainer.state.log_history if "reward" in row]
 
 
 def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
-    """A finished run's policy and log."""
-    log = pd.DataFrame(policy_meta(path)["log"])
-    model, tokenizer = load_policy(path, dtype=torch.float32)
-    return model.eval(), tokenizer, log
+    """A finished run's policy and log; ``Damaged`` if its files or its record are not whole."""
+    meta, file = policy_meta(path), path / META_FILE
+    missing = [key for key in RUN_META_KEYS if key not in meta]
+    if missing:
+        raise Damaged(f"{file} lacks {missing}")
+    log = meta["log"]
+    if not isinstance(log, list) or not log or not all(isinstance(row, dict) for row in log):
+        raise Damaged(f"{file}: its log is not a non-empty list of step records")
+    model, tokenizer = load_saved_policy(path)
+    return model.eval(), tokenizer, pd.DataFrame(log)
+
+
+def _cached_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame] | None:
+    """The finished run cached at ``path``, or None (a damaged entry is removed)."""
+    return load_cached(path, _load_run, "cached run") if path.exists() else None
 
 
 def train_policy(
@@ -210,27 +265,44 @@ def train_policy(
     arm: str = "grpo",
     seed: int = 0,
     reward: Callable[..., list[float]] | None = None,
+    reward_id: str | None = None,
+    threads: int = 1,
     **overrides: Any,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
     """Train (or load) one RL run from the profile's base policy.
 
     ``reward`` has TRL's signature (default: the one of the profile's ``rl_dataset``, exact
-    Countdown verification on the testbed); ``overrides`` are ``PSNGRPOConfig`` settings.
-    Returns the trained policy, its tokenizer, and the training log: one row per step with TRL's
-    metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``, ``psn/kl_proxy``, ``tis/*``).
+    Countdown verification on the testbed); ``reward_id`` names it in the run's cache key, which
+    a reward that is not a plain function needs (``reward_key``). The run trains on ``threads``
+    torch threads, a part of its key (the caller's setting is restored after). ``overrides`` are
+    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log:
+    one row per step with TRL's metrics (``reward``, ``entropy``, ...) and PSN's
+    (``psn/sigma``, ``psn/kl_proxy``, ``tis/*``). A process that asks for a run that another
+    one is training waits for it, then loads its result.
     """
     profile = get_profile(profile)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     reward = task_reward(profile.rl_dataset) if reward is None else reward
-    path = run_dir(profile, arm, seed, overrides, reward.__qualname__)
+    path = run_dir(profile, arm, seed, overrides, reward_key(reward, reward_id), threads)
     work = path.with_name(path.name + ".work")
     config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
-    loaded = load_cached(path, _load_run, "cached run") if path.exists() else None
+    loaded = _cached_run(path)
     if loaded is not None:
         return loaded
-    model, tokenizer, _ = base_policy(profile)
-    dataset = train_set(profile, arm, seed, **overrides)
-    trainer, log = fit(config, model, tokenizer, dataset, reward)
-    meta = {"profile": profile.name, "arm": arm, "seed": seed, "overrides": overrides, "log": log}
-    save_policy(trainer.model, tokenizer, path, meta=meta)
-    shutil.rmtree(work, ignore_errors=True)
+    with exclusive(path, f"training the run {profile.name} {arm} seed {seed}", wait=True):
+        loaded = _cached_run(path)  # finished meanwhile by the lock's last owner?
+        if loaded is not None:
+            return loaded
+        model, tokenizer, _ = base_policy(profile)
+        dataset = train_set(profile, arm, seed, **overrides)
+        caller_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            trainer, log = fit(config, model, tokenizer, dataset, reward)
+        finally:
+            torch.set_num_threads(caller_threads)
+        meta = {"profile": profile.name, "arm": arm, "seed": seed, "overrides": overrides}
+        save_policy(trainer.model, tokenizer, path, meta={**meta, "log": log})  # finite only
+        shutil.rmtree(work, ignore_errors=True)
     return trainer.model.eval(), tokenizer, pd.DataFrame(log)

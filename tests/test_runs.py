@@ -1,12 +1,19 @@
 """RL runs at the smoke profile: config precedence, learning, caching, resuming, bad input."""
 
+import functools
+import shutil
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from psnlib import runs
+from psnlib.models import META_FILE, build_tokenizer, tiny_policy
 from psnlib.pretrain import base_policy
 from psnlib.profiles import get_profile
-from psnlib.runs import rl_config, run_dir, train_policy
+from psnlib.runs import reward_key, rl_config, run_dir, train_policy
+from psnlib.tasks import math_reward, task_reward
+from psnlib.tasks.reward import countdown_reward as builtin_countdown_reward
 from psnlib.variants import Variant
 
 
@@ -63,7 +70,7 @@ def test_psn_run_learns_is_cached_and_logs_psn_metrics(data, monkeypatch):
         torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters(), strict=True)
     )
     assert log2["reward"].tolist() == log["reward"].tolist()
-    path = run_dir("smoke", "psn", 0, {}, "starts_with_digit_seven")
+    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
     assert path.exists() and not path.with_name(path.name + ".work").exists()
 
 
@@ -137,3 +144,143 @@ def test_a_variant_names_the_run_directory_train_policy_writes():
     assert psn.run_key("cpu", 1) == testbed.name
     with pytest.raises(ValueError, match="base policy has no RL run"):
         Variant("base", "base").run_path("cpu", 0)
+
+
+def test_built_in_rewards_keep_the_keys_of_the_cached_runs():
+    # The run directories that the code before reward_key and the thread count (684c706) gave.
+    def key(profile, arm, seed, overrides=None, threads=1):
+        reward = reward_key(task_reward(get_profile(profile).rl_dataset))
+        return run_dir(profile, arm, seed, overrides or {}, reward, threads).name
+
+    assert reward_key(builtin_countdown_reward) == "countdown_reward"
+    assert reward_key(math_reward) == "math_reward"
+    assert key("cpu", "psn", 0) == "psn-s0-b4ab1166960c"
+    assert key("smoke", "psn", 0) == "psn-s0-dbf10a5f836f"
+    assert key("smoke", "grpo", 0) == "grpo-s0-9fd1029349b1"
+    assert key("gpu", "psn", 1, {"sigma": 0.002}) == "psn-s1-57a3b83185bf"
+    # Another thread count rounds differently: another run.
+    assert key("cpu", "psn", 0, threads=2) != key("cpu", "psn", 0)
+
+
+def countdown_reward(completions, **kwargs):  # named like the built-in on purpose
+    return [1.0] * len(completions)
+
+
+def scaled(factor):
+    def reward(completions, **kwargs):
+        return [factor * len(c) for c in completions]
+
+    return reward
+
+
+class Judge:
+    def __call__(self, completions, **kwargs):
+        return [0.0] * len(completions)
+
+
+def test_a_user_reward_is_keyed_by_its_source_or_its_id():
+    first = lambda completions, **kw: [1.0] * len(completions)  # noqa: E731
+    second = lambda completions, **kw: [0.0] * len(completions)  # noqa: E731
+    keys = {reward_key(r) for r in (first, second, countdown_reward, scaled(1.0), scaled(2.0))}
+    assert len(keys) == 5  # the lambdas, the namesake of a built-in, the factory's two
+    assert reward_key(countdown_reward).startswith(f"{__name__}.countdown_reward:")
+    assert reward_key(scaled(2.0)) == reward_key(scaled(2.0))  # stable: a cached run is found
+    assert reward_key(Judge(), reward_id="judge-v1") == "id:judge-v1"
+    for unkeyable in (Judge(), functools.partial(scaled(1.0)), len):
+        with pytest.raises(ValueError, match="cannot be keyed by its source.*pass reward_id"):
+            reward_key(unkeyable)
+    both = (lambda c, **k: [1.0], lambda c, **k: [2.0])  # one line: the same source
+    with pytest.raises(ValueError, match="its lines hold other lambdas; pass reward_id"):
+        reward_key(both[0])
+    with pytest.raises(ValueError, match="reward_id must be a non-empty string"):
+        reward_key(first, reward_id="")
+
+
+@pytest.fixture
+def fake_fit(data, monkeypatch):
+    """train_policy on the untrained smoke policy, with ``fit`` replaced by one that returns it
+    as it is and a one-step log; ``calls`` records the torch thread count of each call."""
+    tokenizer = build_tokenizer()
+    calls = []
+
+    def fit(config, model, tokenizer, dataset, reward):
+        calls.append(torch.get_num_threads())
+        return SimpleNamespace(model=model), [{"step": 1, "reward": 0.5}]
+
+    def base(profile):
+        return tiny_policy(size="smoke", tokenizer=tokenizer, seed=0), tokenizer, None
+
+    monkeypatch.setattr(runs, "fit", fit)
+    monkeypatch.setattr(runs, "base_policy", base)
+    monkeypatch.setattr(runs, "train_set", lambda *a, **k: None)
+    return calls
+
+
+RUN_DAMAGE = {
+    "truncated meta": lambda p: (p / META_FILE).write_text('{"log": [{"st'),
+    "meta a JSON list": lambda p: (p / META_FILE).write_text("[]"),
+    "an empty log": lambda p: (p / META_FILE).write_text(
+        '{"profile": "smoke", "arm": "psn", "seed": 0, "overrides": {}, "log": []}'
+    ),
+    "a log of numbers": lambda p: (p / META_FILE).write_text(
+        '{"profile": "smoke", "arm": "psn", "seed": 0, "overrides": {}, "log": [1]}'
+    ),
+    "meta missing": lambda p: (p / META_FILE).unlink(),
+    "truncated weights": lambda p: (p / "model.safetensors").write_bytes(b"\x10\x00"),
+}
+
+
+@pytest.mark.parametrize("damage", RUN_DAMAGE)
+def test_a_damaged_run_is_removed_with_a_warning_and_retrained(fake_fit, damage):
+    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    RUN_DAMAGE[damage](path)
+    with pytest.warns(UserWarning, match=f"removing the damaged cached run {path} "):
+        _, _, log = train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    assert len(fake_fit) == 2 and log.to_dict(orient="records") == [{"step": 1, "reward": 0.5}]
+    assert runs.policy_meta(path)["log"] == [{"step": 1, "reward": 0.5}]  # cached again, whole
+
+
+def test_a_transient_error_while_loading_a_run_removes_nothing(fake_fit, monkeypatch):
+    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    files = sorted(p.name for p in path.iterdir())
+
+    def no_threads(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(runs, "load_saved_policy", no_threads)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    assert sorted(p.name for p in path.iterdir()) == files and len(fake_fit) == 1
+
+
+def test_a_run_with_a_non_finite_weight_is_not_cached(fake_fit, monkeypatch):
+    real_fit = runs.fit
+
+    def diverged(*args):
+        trainer, log = real_fit(*args)
+        with torch.no_grad():
+            trainer.model.lm_head.weight[0, 0] = float("inf")
+        return trainer, log
+
+    monkeypatch.setattr(runs, "fit", diverged)
+    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    with pytest.raises(ValueError, match=f"refusing to save the policy .*smoke/{path.name}: its"):
+        train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    assert sorted(p.name for p in path.parent.iterdir()) == []  # no run, no lock
+
+
+def test_a_run_trains_at_its_thread_count_which_keys_it(fake_fit):
+    torch.set_num_threads(1)
+    train_policy("smoke", "psn", 0, reward=starts_with_digit_seven, threads=2)
+    assert fake_fit == [2] and torch.get_num_threads() == 1  # the caller's count is restored
+    key = reward_key(starts_with_digit_seven)
+    assert run_dir("smoke", "psn", 0, {}, key, threads=2).exists()
+    assert not run_dir("smoke", "psn", 0, {}, key).exists()
+    train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
+    assert fake_fit == [2, 1] and run_dir("smoke", "psn", 0, {}, key).exists()
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match=f"threads must be an integer >= 1, got {bad}"):
+            train_policy("smoke", "psn", 0, threads=bad)
+    shutil.rmtree(run_dir("smoke", "psn", 0, {}, key))
