@@ -5,6 +5,9 @@ import torch
 
 from psnlib.advantages import grpo_advantages, passk_advantages
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 
 def test_grpo_matches_trls_formula_by_hand():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.25, 1.0, 0.25]])

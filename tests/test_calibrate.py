@@ -9,6 +9,9 @@ import pytest
 from psnlib.calibrate import calibrate_sigma, kl_at_sigma, weight_rms
 from psnlib.models import build_tokenizer, tiny_policy
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "12 5 9 2->40:", "6 6 2 8->3:", "9 9 1 4->7:"]
 MEASURE = dict(n=8, draws=4, max_new_tokens=16, seed=0)
 

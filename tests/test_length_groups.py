@@ -7,7 +7,8 @@ import torch
 from psnlib.length_groups import completion_widths, grouped_forward
 from psnlib.models import build_tokenizer, tiny_policy
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.floats]  # tests/conftest.py
 P, T = 5, 12  # prompt and completion widths of the batch
 LENGTHS = [12, 3, 7, 0, 9, 5, 12, 1]  # completion tokens per row (0: a fully masked rollout)
 

@@ -84,7 +84,8 @@ ROLES = {
     "attn": {"q_proj", "k_proj", "v_proj", "o_proj"},
 }
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.floats]  # tests/conftest.py
 
 
 def tiny(family: str, seed: int = 0) -> nn.Module:

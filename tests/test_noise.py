@@ -17,6 +17,9 @@ from psnlib.noise import (
     target_parameters,
 )
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 
 def tiny_model(seed: int = 0, dtype: torch.dtype = torch.float32) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)

@@ -19,6 +19,9 @@ from psnlib.pretrain import build_policy
 from psnlib.profiles import get_profile
 from psnlib.sampling import decode, generate_samples, sample_rows, sample_tokens
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 PROMPTS = ["7 3 5 4->22:", "1 2->3:", "12 11 10 9 8->99:", "6 6->36:", "10 2 3 5->60:"]
 
 

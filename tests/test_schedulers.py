@@ -17,6 +17,9 @@ from psnlib.schedulers import (
     self_certainty,
 )
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 # ----------------------------------------------------------------------------- self-certainty
 
 

@@ -5,6 +5,9 @@ import torch
 
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = pytest.mark.floats
+
 
 def example() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     clean = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -0.1, 0.0]])  # (B=2, T=3)

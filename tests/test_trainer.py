@@ -30,7 +30,8 @@ def first_is_digit(completions: list[str], **kwargs) -> list[float]:
     return [float(c[:1].isdigit()) for c in completions]
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+# floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.floats]  # tests/conftest.py
 
 
 def settings(tmp_path, **overrides) -> dict:
@@ -181,7 +182,6 @@ class GradientsBeforeTheStep(TrainerCallback):
         self.grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters()}
 
 
-@pytest.mark.floats
 @pytest.mark.parametrize("groups", [1, 4])
 def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path, groups):
     """One loss group runs TRL's forward: the same arithmetic, so the loss, the gradients and the
