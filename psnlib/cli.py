@@ -440,8 +440,9 @@ def _flatten(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_train(args: list[str]) -> Run:
-    """Parse and check a ``train`` command line: the policy to train, the noise targets, the
-    output and data directories, and the run its ``--output_dir`` holds; nothing is loaded."""
+    """Parse and check a ``train`` command line: the policy to train, vLLM if it is asked for,
+    the noise targets, the output and data directories, and the run its ``--output_dir``
+    holds; nothing is loaded."""
     script, overrides = parse_train(args)
     profile = get_profile(script.profile)
     if script.model is not None:
@@ -458,6 +459,11 @@ def plan_train(args: list[str]) -> Run:
         raise ValueError("--output_dir is empty; pass the directory of the run's checkpoints")
     config = rl_config(profile, script.arm, seed, output_dir, **overrides)  # validates the rest
     run = Run(profile, script.arm, seed, overrides, config, script.overwrite_output_dir)
+    if config.use_vllm and sampling.vllm is None:  # else found when the trainer is built
+        raise ValueError(
+            "--use_vllm true needs vLLM, which is not installed: pip install 'psnlib[gpu]' on a "
+            "CUDA machine, or pass --use_vllm false"
+        )
     check_noise_targets(profile, config)
     check_writable(run.output_dir, "--output_dir")
     check_data_dir()
