@@ -34,7 +34,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import types
 import typing
 from contextlib import nullcontext
@@ -53,7 +52,7 @@ from trl import TrlParser
 
 from psnlib import sampling
 from psnlib.evaluate import evaluate_benchmarks
-from psnlib.io import Busy, atomic_write_json, data_dir, exclusive, read_json
+from psnlib.io import Busy, atomic_write_json, check_writable, data_dir, exclusive, read_json
 from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
 from psnlib.noise import target_parameters
 from psnlib.pretrain import base_policy, spec_hash
@@ -126,28 +125,6 @@ class EvalArguments:
     vllm_tensor_parallel_size: int = field(
         default=1, metadata={"help": "vLLM: GPUs the policy is split over."}
     )
-
-
-def check_writable(path: str | os.PathLike, what: str) -> Path:
-    """``path`` if it is a directory this process can write in, or one it can make; else a
-    ValueError naming it. Checked by creating (and removing) a temporary file in it, or in its
-    nearest existing parent: nothing is left behind."""
-    path = Path(path)
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise ValueError(
-            f"{what} {str(path)!r} cannot be made: {str(existing)!r} is a file; pass a writable "
-            "directory"
-        )
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ValueError(
-            f"{what} {str(path)!r}: cannot write in {str(existing)!r} ({err.strerror}); pass a "
-            "writable directory"
-        ) from err
-    return path
 
 
 def check_data_dir() -> Path:

@@ -163,6 +163,28 @@ def _acquire(lock: Path, what: str, wait: bool, poll: float) -> int:
     return fd
 
 
+def check_writable(path: str | os.PathLike, what: str) -> Path:
+    """``path`` if it is a directory this process can write in, or one it can make; else a
+    ValueError naming it. Checked by creating (and removing) a temporary file in it, or in its
+    nearest existing parent: nothing is left behind."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(
+            f"{what} {str(path)!r} cannot be made: {str(existing)!r} is a file; pass a writable "
+            "directory"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(
+            f"{what} {str(path)!r}: cannot write in {str(existing)!r} ({err.strerror}); pass a "
+            "writable directory"
+        ) from err
+    return path
+
+
 @contextmanager
 def exclusive(
     directory: str | os.PathLike, what: str, wait: bool = False, poll: float = 0.5
@@ -177,6 +199,7 @@ def exclusive(
     killed owner is taken over with a warning naming that owner. The file is removed when the
     block ends."""
     lock = lock_path(directory)
+    check_writable(lock.parent, "the directory of")  # before any work, which would be lost
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = _acquire(lock, what, wait, poll)
     try:

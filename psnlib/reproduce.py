@@ -47,10 +47,10 @@ import nbformat
 import pandas as pd
 import torch
 
-from psnlib.cli import check_data_dir, check_writable
+from psnlib.cli import check_data_dir
 from psnlib.evaluate import eval_config, evaluate_benchmarks
 from psnlib.experiments import planned_runs, planned_work
-from psnlib.io import atomic_write_json, atomic_write_text, read_json
+from psnlib.io import atomic_write_json, atomic_write_text, check_writable, read_json
 from psnlib.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.runs import rl_settings

@@ -641,3 +641,21 @@ def test_a_second_train_into_a_busy_output_dir_is_refused_naming_the_owner(no_wo
         owner.terminate()
         owner.wait(timeout=30)
     assert not (out / cli.RUN_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda: train_policy("smoke", "psn", 0), lambda: base_policy("smoke")],
+    ids=["train_policy", "base_policy"],
+)
+def test_python_api_refuses_a_data_directory_it_cannot_write_before_sft(
+    tmp_path, monkeypatch, call
+):
+    """``train_policy`` and ``base_policy`` check the data directory before building anything:
+    an SFT or a run into a directory that cannot be written would be lost at the save."""
+    monkeypatch.setenv("PSNLIB_DATA", str(a_file(tmp_path) / "data"))
+    monkeypatch.setattr(pretrain, "_sft_policy", did_work)
+    monkeypatch.setattr(runs, "fit", did_work)
+    with pytest.raises(ValueError, match=r"cannot be made: '.*a_file' is a file") as error:
+        call()
+    one_line(error.value)
