@@ -51,6 +51,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import TrlParser
 
 from psnlib import sampling
+from psnlib.checkpoints import CheckpointError
 from psnlib.evaluate import evaluate_benchmarks
 from psnlib.io import Busy, atomic_write_json, check_writable, data_dir, exclusive, read_json
 from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
@@ -599,6 +600,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(
                 f"psnlib train: error: {err}; wait for it to finish, or pass another --output_dir"
             )
+        except (ValueError, FloatingPointError, CheckpointError) as err:
+            # settings only the built trainer can judge (a hub model's noise targets), a run that
+            # went non-finite, a checkpoint that cannot be written or resumed: one line each
+            sys.exit(f"psnlib train: error: {err}")
         print(f"trained policy: {policy}")
     else:
         evaluate(*checked)

@@ -33,7 +33,7 @@ TIMES = ("time", "per_second", "runtime")
 KILLER = """
 import os, signal, sys
 import torch, transformers
-from psnlib import cli, runs, trainer
+from psnlib import checkpoints, cli, runs, trainer
 
 entry, point, step, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 
@@ -60,13 +60,13 @@ elif point == "checkpoint":  # the weights of checkpoint-`step` are written, its
     kill_at(transformers.Trainer, "_save_optimizer_and_scheduler",
             lambda self, *a: self.state.global_step == step)
 elif point == "scheduler":  # the last file of checkpoint-`step`, before the rename
-    kill_at(trainer, "atomic_write_json", lambda path, *a: f"checkpoint-{step}" in str(path))
+    kill_at(checkpoints, "atomic_write_json", lambda path, *a: f"checkpoint-{step}" in str(path))
 elif point == "rotate":  # checkpoint-`step` renamed into place, older ones not yet rotated
-    kill_at(trainer, "rotate_checkpoints", lambda run_dir, *a: os.path.isdir(
+    kill_at(checkpoints, "rotate_checkpoints", lambda run_dir, *a: os.path.isdir(
         os.path.join(run_dir, f"checkpoint-{step}")))
-elif point == "cache":  # training done, the trained policy not yet saved
+elif point == "cache":  # training done, the policy (the CLI: its meta) not yet saved
     kill_at(runs, "save_policy", lambda *a: True)
-    kill_at(cli, "atomic_write_json", lambda *a: True)  # the CLI's policy: weights, not meta
+    kill_at(cli, "atomic_write_json", lambda path, *a: str(path).endswith("psnlib_meta.json"))
 torch.set_num_threads(1)
 if entry == "train_policy":
     runs.train_policy("smoke", "psn", 0)

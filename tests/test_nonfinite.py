@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from trl.import_utils import is_vllm_available
 
 from psnlib.checkpoints import STAGING
+from psnlib.cli import main
 from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
@@ -115,3 +116,20 @@ def test_use_vllm_without_vllm_is_a_one_line_error(tmp_path):
     )
     with pytest.raises(ValueError, match=message):
         make_trainer(tmp_path, use_vllm=True, save_strategy="no")
+
+
+def test_the_command_line_ends_a_non_finite_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """``python -m psnlib train`` whose run goes NaN exits with the trainer's one-line error,
+    and no trained policy is written."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    real_loss = PSNGRPOTrainer.compute_loss
+    monkeypatch.setattr(
+        PSNGRPOTrainer, "compute_loss", lambda self, *a, **k: real_loss(self, *a, **k) * math.nan
+    )
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--profile", "smoke", "--output_dir", str(out)])
+    text = exit_.value.code
+    assert isinstance(text, str) and "\n" not in text, text
+    assert re.match(r"psnlib train: error: step 1: the loss is nan \(sigma=", text), text
+    assert not (out / "policy").exists()
