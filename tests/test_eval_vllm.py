@@ -51,10 +51,15 @@ def fake_vllm(monkeypatch, tmp_path):
     return fake
 
 
-def test_eval_use_vllm_samples_with_a_vllm_engine_of_the_policy(tmp_path, fake_vllm, capsys):
+def a_policy_directory(path):
+    """A saved tiny policy: a directory that eval accepts."""
     tokenizer = build_tokenizer()
-    policy = tmp_path / "policy"
-    save_policy(tiny_policy(size="smoke", tokenizer=tokenizer), tokenizer, policy)
+    save_policy(tiny_policy(size="smoke", tokenizer=tokenizer), tokenizer, path)
+    return path
+
+
+def test_eval_use_vllm_samples_with_a_vllm_engine_of_the_policy(tmp_path, fake_vllm, capsys):
+    policy = a_policy_directory(tmp_path / "policy")
     argv = ["eval", "--model", str(policy), "--profile", "smoke", "--use_vllm"]
     main([*argv, "--benchmarks", "countdown-l1", "--seed", "3"])
     (engine,) = FakeLLM.made
@@ -70,7 +75,7 @@ def test_eval_use_vllm_samples_with_a_vllm_engine_of_the_policy(tmp_path, fake_v
 
 def test_paper_evaluates_with_vllm_by_default(tmp_path, fake_vllm):
     """A 7B policy's eval must not default to the psnlib decoder (~380 GB of KV cache)."""
-    (tmp_path / "config.json").write_text("{}")  # a policy directory, as eval requires
+    a_policy_directory(tmp_path)
     script, profile, _ = plan_eval(["--model", str(tmp_path), "--profile", "paper"])
     assert script.use_vllm and profile.eval_engine == "vllm"
     script, _, _ = plan_eval(
@@ -90,7 +95,7 @@ def test_vllm_results_are_stored_apart(tmp_path):
 
 def test_use_vllm_without_vllm_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setattr(sampling, "vllm", None)
-    (tmp_path / "config.json").write_text("{}")  # a policy directory, as eval requires
+    a_policy_directory(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(["eval", "--model", str(tmp_path), "--profile", "paper"])
     assert "needs vLLM" in exit_.value.code and "--use_vllm false" in exit_.value.code
