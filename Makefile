@@ -23,7 +23,7 @@ lock: $(VENV)/.installed
 
 ## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/
 reproduce: $(VENV)/.installed
-	$(BIN)/python -m psnlib.reproduce --profile $(PROFILE)
+	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE)
 
 ## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
 lab: $(VENV)/.installed

@@ -1,7 +1,7 @@
 """Wall time of evaluating one policy on every testbed benchmark at a profile's scale.
 
-Runs ``psnlib.evaluate.evaluate_at_profile`` (sampling, exact verification, diversity, step-level
-self-consistency, informativeness, pass@k curves with bootstrap intervals) on each of the
+Runs ``psnlib.replication.evaluation.evaluate_at_profile`` (sampling, exact verification, diversity,
+step-level self-consistency, informativeness, pass@k curves with bootstrap intervals) on each of the
 profile's benchmarks, at its number of problems and samples, with no result store (nothing is
 loaded from cache). The baseline is the issue's budget: the ratio printed is total time over
 ``BUDGET_SECONDS``. The policy is the profile's cached base policy if built, else a random tiny
@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from psnlib.evaluate import evaluate_at_profile
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.pretrain import base_policy, policy_dir
-from psnlib.profiles import get_profile
+from psnlib.replication.evaluation import evaluate_at_profile
+from psnlib.replication.pretrain import base_policy, policy_dir
+from psnlib.replication.profiles import get_profile
 
 BUDGET_SECONDS = 300.0  # acceptance: all seven benchmarks at the cpu profile in 5 minutes
 

@@ -3,9 +3,9 @@ core-minutes, today (a git worktree of a baseline commit) against this checkout,
 
 A paired seed is: train the ``grpo`` and the ``psn`` arm for the profile's ``rl_steps`` from the
 base policy, then evaluate both trained policies on every benchmark the experiments evaluate
-their main-seed runs on (``psnlib.experiments.planned_work``: ``main_results``' in-distribution
-benchmarks and ``ood``'s others, the cpu profile's seven) at ``eval_samples`` samples per problem
-(512 at cpu). The base
+their main-seed runs on (``psnlib.replication.experiments.planned_work``: ``main_results``'
+in-distribution benchmarks and ``ood``'s others, the cpu profile's seven) at ``eval_samples``
+samples per problem (512 at cpu). The base
 policy's own evaluation is shared by all seeds and not counted.
 
 To fit a benchmark, the run scales down: ``--steps`` training steps per arm and ``--problems``
@@ -103,10 +103,10 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     from transformers.trainer_callback import PrinterCallback
 
     from psnlib.evaluate import evaluate_policy
-    from psnlib.experiments import GRPO, PSN, planned_work
     from psnlib.models import load_policy
-    from psnlib.profiles import get_profile
-    from psnlib.runs import rl_config, train_set
+    from psnlib.replication.experiments import GRPO, PSN, planned_work
+    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.runs import rl_config, train_set
     from psnlib.tasks import load_benchmark
     from psnlib.tasks.datasets import task_reward
     from psnlib.trainer import PSNGRPOTrainer
@@ -193,8 +193,8 @@ def baseline_tree(path: Path, commit: str) -> Path:
 
 def default_policy() -> Path:
     """The cached cpu base policy if built, else a cheaper cpu-like one (400 SFT steps), cached."""
-    from psnlib.pretrain import build_policy, policy_dir
-    from psnlib.profiles import get_profile
+    from psnlib.replication.pretrain import build_policy, policy_dir
+    from psnlib.replication.profiles import get_profile
 
     spec = get_profile("cpu").base
     if policy_dir(spec).exists():
@@ -207,7 +207,7 @@ def default_policy() -> Path:
 
 def scale(args: argparse.Namespace) -> dict[str, float]:
     """Factors from the measured run to one paired seed at the cpu profile."""
-    from psnlib.profiles import get_profile
+    from psnlib.replication.profiles import get_profile
 
     cpu = get_profile("cpu")
     return {"train": cpu.rl_steps / args.steps, "eval": cpu.eval_problems / args.problems}

@@ -3,7 +3,7 @@ baseline of a policy's "alive before the last step" (benchmarks/regime_probe.py)
 
 For 100 problems of each level and 64 draws each, take one and then two random valid steps (a
 random pair of available values, a random op of + - *) and check with
-``psnlib.weak_prefix.finish_attempt`` whether the values left can still reach the target.
+``psnlib.tasks.prefix_quality.finish_attempt`` whether the values left can still reach the target.
 
     python benchmarks/regime_random_steps.py
 """
@@ -14,7 +14,7 @@ import random
 
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, apply_op
-from psnlib.weak_prefix import finish_attempt
+from psnlib.tasks.prefix_quality import finish_attempt
 
 
 def random_step(pool: list[int], rng: random.Random) -> tuple[list[int], str]:

@@ -1,5 +1,5 @@
-"""Sigma against per-token KL on a saved policy (issue 16): ``psnlib.calibrate`` on the main
-benchmark's prompts, with the sigmas given as shares of the MLP weight RMS.
+"""Sigma against per-token KL on a saved policy (issue 16): ``psnlib.replication.calibrate`` on the
+main benchmark's prompts, with the sigmas given as shares of the MLP weight RMS.
 
     OMP_NUM_THREADS=1 python benchmarks/regime_sigma.py DIR --problems 64 --samples 16
 """
@@ -10,8 +10,8 @@ import argparse
 
 import torch
 
-from psnlib.calibrate import calibrate_sigma, weight_rms
 from psnlib.models import load_policy
+from psnlib.replication.calibrate import calibrate_sigma, weight_rms
 from psnlib.tasks import load_benchmark
 
 

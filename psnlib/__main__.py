@@ -1,6 +1,6 @@
-"""``python -m psnlib train ...`` / ``python -m psnlib eval ...`` (``psnlib.cli``)."""
+"""``python -m psnlib train ...`` / ``python -m psnlib eval ...`` (``psnlib.replication.cli``)."""
 
-from psnlib.cli import main
+from psnlib.replication.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 """Evaluation: sample many completions per problem, verify them exactly, score them, and keep
-the results as tidy tables (``psnlib.store``), so a finished evaluation is never recomputed.
+the results as tidy tables (``psnlib.replication.store``), so a finished evaluation is never
+recomputed.
 
 Countdown benchmarks get the testbed's full analysis (``evaluate_policy``); a real benchmark
 (a key of ``REAL_BENCHMARKS``, as the ``gpu`` and ``paper`` profiles name them) is judged by
@@ -12,7 +13,6 @@ informativeness); results sampled by vLLM are stored under their own key."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,6 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.metrics import bootstrap_ci
-from psnlib.profiles import Profile, get_profile
 from psnlib.response_metrics import (
     distinct_forms,
     informativeness,
@@ -31,11 +30,8 @@ from psnlib.response_metrics import (
     step_score,
 )
 from psnlib.sampling import Samples, decode, sample_prompts
-from psnlib.store import ResultStore, weights_fingerprint
-from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
+from psnlib.tasks import math_reward
 from psnlib.tasks.countdown import Problem, verify
-
-EVAL_VERSION = 2  # bump when stored results change (2: the decoder's einsum attention, issue 18)
 
 
 def check_ks(n: int, ks: tuple[int, ...]) -> None:
@@ -205,99 +201,3 @@ def evaluate_answers(
         }
     )
     return _with_curve(table, samples, n, ks, seed)
-
-
-def eval_config(
-    model: PreTrainedModel, profile: Profile, run_key: str, seed: int, engine: Any = None
-) -> dict[str, Any]:
-    """Everything that determines an evaluation's results (the store key covers all of it)."""
-    sampler = {} if engine is None else {"sampler": "vllm"}  # psnlib's keys stay as they were
-    return {
-        **sampler,
-        "run": run_key,
-        "weights": weights_fingerprint(model),
-        "problems": profile.eval_problems,
-        "samples": profile.eval_samples,
-        "temperature": profile.eval_temperature,
-        "max_new_tokens": profile.max_completion_length,
-        "ks": list(profile.ks),
-        "seed": seed,
-        "version": EVAL_VERSION,
-    }
-
-
-def evaluate_at_profile(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    profile: Profile,
-    benchmark: str,
-    seed: int = 0,
-    progress: bool = True,
-    engine: Any = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``evaluate_policy`` on one Countdown benchmark, or ``evaluate_answers`` on a real one, at
-    the profile's problems (0: all of a real benchmark), samples, k, temperature and completion
-    length (no result store)."""
-    if benchmark in REAL_BENCHMARKS:
-        evaluate = evaluate_answers
-        dataset = load_real_benchmark(benchmark, profile.eval_problems, seed=seed)
-    else:
-        evaluate = evaluate_policy
-        dataset = load_benchmark(benchmark, profile.eval_problems, seed=seed)
-    return evaluate(
-        model,
-        tokenizer,
-        dataset,
-        n=profile.eval_samples,
-        ks=profile.ks,
-        temperature=profile.eval_temperature,
-        max_new_tokens=profile.max_completion_length,
-        seed=seed,
-        progress=progress,
-        engine=engine,
-    )
-
-
-def evaluate_benchmarks(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    profile: str | Profile,
-    benchmarks: tuple[str, ...] | None = None,
-    *,
-    run_key: str,
-    seed: int = 0,
-    progress: bool = True,
-    engine: Any = None,
-) -> dict[str, pd.DataFrame]:
-    """Evaluate a policy on benchmarks (default: the profile's) at the profile's scale.
-
-    ``run_key`` names the policy (e.g. ``"base"`` or a run's directory name); results go to
-    ``data/results/<profile>/<run_key>-<hash>/``, one part per benchmark, and finished parts are
-    loaded, not recomputed. The hash covers ``eval_config`` (a fingerprint of the weights
-    included), not the benchmark list, so adding a benchmark reuses the others.
-
-    ``engine`` (a ``vllm.LLM`` of the same weights) samples instead of the psnlib decoder.
-
-    Returns ``{"problems": run x benchmark x problem, "curves": run x benchmark x k}``, with
-    columns run, seed, benchmark first, and ``seconds`` per benchmark in ``curves``.
-    """
-    profile = get_profile(profile)
-    config = eval_config(model, profile, run_key, seed, engine)
-    store = ResultStore.for_run(profile.name, run_key, config)
-
-    def compute(benchmark: str) -> dict[str, pd.DataFrame]:
-        start = time.perf_counter()
-        problems, curve = evaluate_at_profile(
-            model, tokenizer, profile, benchmark, seed, progress, engine
-        )
-        return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
-
-    out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}
-    for benchmark in benchmarks or profile.benchmarks:
-        tables = store.cached(benchmark, lambda b=benchmark: compute(b))
-        for name, table in tables.items():
-            keys = pd.DataFrame(
-                {"run": run_key, "seed": seed, "benchmark": benchmark}, index=table.index
-            )
-            out[name].append(pd.concat([keys, table], axis=1))
-    return {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}

@@ -28,7 +28,8 @@ class Busy(RuntimeError):
     """Another live process holds the lock of a directory (``exclusive``)."""
 
 
-_REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout, when psnlib runs from one
+_REPO_DATA = ROOT / "data"
 
 
 def data_dir() -> Path:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.schedulers import lexical_similarity
+from psnlib.similarity import lexical_similarity
 from psnlib.tasks.countdown import (
     ALL_OPS,
     MAX_ENUMERATED_NUMBERS,

@@ -3,9 +3,9 @@ for a damaged cache entry, a warning naming the file and the entry recomputed. A
 directory of the command line (its recorded settings), counts, and bf16 on a CPU.
 
 Bad input is tried at the command line (``python -m psnlib train|eval``, a ``--config`` file),
-``python -m psnlib.reproduce``, notebook parameters (as papermill sets them) and the Python API
-(``psnlib.experiments``); the ``no_work`` fixture fails a test that loads, trains, prepares or
-runs anything."""
+``python -m psnlib.replication.reproduce``, notebook parameters (as papermill sets them) and the
+Python API (``psnlib.replication.experiments``); the ``no_work`` fixture fails a test that loads,
+trains, prepares or runs anything."""
 
 import json
 import re
@@ -22,14 +22,15 @@ import torch
 from datasets import Dataset
 from huggingface_hub.errors import RepositoryNotFoundError
 
-from psnlib import cli, evaluate, experiments, notebook, pretrain, reproduce, runs, sampling
-from psnlib.cli import main
+from psnlib import evaluate, sampling
 from psnlib.evaluate import evaluate_policy
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.pretrain import base_policy
-from psnlib.profiles import get_profile
-from psnlib.runs import rl_config, run_dir, train_policy
-from psnlib.store import ResultStore
+from psnlib.replication import cli, experiments, notebook, pretrain, reproduce, runs
+from psnlib.replication.cli import main
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.runs import rl_config, run_dir, train_policy
+from psnlib.replication.store import ResultStore
 from psnlib.tasks import task_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
@@ -92,7 +93,7 @@ def test_cli_refuses_an_unrecorded_run_directory(tmp_path, capsys):
 def test_a_checkpoint_at_max_steps_is_loaded_not_trained_on(data, monkeypatch):
     """A kill between the last checkpoint and the cache save: the run is finished from its
     checkpoint, with max_steps rows under its max_steps key."""
-    from psnlib import runs
+    from psnlib.replication import runs
 
     real_save = runs.save_policy
     monkeypatch.setattr(runs, "save_policy", lambda *a, **k: pytest.fail("killed"))
@@ -506,12 +507,14 @@ def test_bad_eval_arguments_are_one_line_errors_before_loading(argv, message, no
 
 
 def reproduce_fails(argv: list[str], message: str, capsys) -> None:
-    """``python -m psnlib.reproduce ARGV`` ends with one line naming the problem, printing
-    nothing (no "0 notebook(s)")."""
+    """``python -m psnlib.replication.reproduce ARGV`` ends with one line naming the problem,
+    printing nothing (no "0 notebook(s)")."""
     with pytest.raises(SystemExit) as exit_:
         reproduce.main(argv)
     text = one_line(exit_.value.code)
-    assert text.startswith("psnlib.reproduce: error: ") and re.search(message, text), text
+    assert text.startswith("psnlib.replication.reproduce: error: ") and re.search(message, text), (
+        text
+    )
     assert capsys.readouterr().out == ""
 
 

@@ -1,12 +1,12 @@
-"""psnlib.budget: what an experiment still has to compute, priced with measured per-run times,
-said before it starts."""
+"""psnlib.replication.budget: what an experiment still has to compute, priced with measured per-run
+times, said before it starts."""
 
 import pandas as pd
 import pytest
 
-from psnlib import budget, experiments
-from psnlib.experiments import BASE_POLICY, GRPO, PSN, PSN_KL
-from psnlib.profiles import get_profile
+from psnlib.replication import budget, experiments
+from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN, PSN_KL
+from psnlib.replication.profiles import get_profile
 
 SMOKE = "smoke"
 

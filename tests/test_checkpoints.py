@@ -15,16 +15,15 @@ import torch
 import transformers
 from datasets import Dataset
 
-from psnlib import checkpoints
-from psnlib.checkpoints import (
+from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication.runs import fit, last_checkpoint
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer, checkpoints
+from psnlib.trainer.checkpoints import (
     STAGING,
     CheckpointError,
     checkpoint_problem,
     complete_checkpoints,
 )
-from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.runs import fit, last_checkpoint
-from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal
@@ -135,7 +134,7 @@ def test_an_incomplete_newest_checkpoint_is_skipped_and_named(whole, tmp_path, c
     harm, why = DAMAGE[damage]
     harm(out / "checkpoint-2")
     assert last_checkpoint(out) == str(out / "checkpoint-1")
-    with caplog.at_level(logging.WARNING, logger="psnlib.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="psnlib.trainer.checkpoints"):
         trainer, got = run(out)
     newest, skipped = (re.escape(str(out / f"checkpoint-{step}")) for step in (1, 2))
     warning = f"skipping checkpoint {skipped}: {why}.*; the newest complete checkpoint is {newest}$"
@@ -151,7 +150,7 @@ def test_a_checkpoint_that_fails_to_load_falls_back_to_the_older_one(whole, tmp_
     with zipfile.ZipFile(out / "checkpoint-2" / "optimizer.pt", "w") as archive:
         archive.writestr("optimizer/data.pkl", b"not a pickle")  # a whole zip: passes the check
     assert checkpoint_problem(out / "checkpoint-2") is None
-    with caplog.at_level(logging.WARNING, logger="psnlib.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="psnlib.trainer.checkpoints"):
         trainer, got = run(out)
     assert f"checkpoint {out / 'checkpoint-2'} failed to load" in caplog.text
     assert f"resuming from {out / 'checkpoint-1'} instead" in caplog.text

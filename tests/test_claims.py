@@ -9,11 +9,17 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.claims import CLAIMS, STATISTICS, Claim
-from psnlib.experiments import benchmarks_of, plan
-from psnlib.profiles import get_profile
-from psnlib.results import check_claim, claims_markdown, discussion, judge, results_markdown
-from psnlib.results import timing_summary as no_timing
+from psnlib.replication.claims import CLAIMS, STATISTICS, Claim
+from psnlib.replication.experiments import benchmarks_of, plan
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.results import (
+    check_claim,
+    claims_markdown,
+    discussion,
+    judge,
+    results_markdown,
+)
+from psnlib.replication.results import timing_summary as no_timing
 
 SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -243,7 +249,7 @@ def test_claim_names_are_unique_and_every_notebook_exists():
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
 def test_every_claim_names_policies_its_experiment_trains_or_is_not_run(profile):
-    from psnlib.claim_stats import NotRun, resolve
+    from psnlib.replication.claim_stats import NotRun, resolve
 
     p = get_profile(profile)
     for claim in CLAIMS:
@@ -279,7 +285,7 @@ def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
 
 
 def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(monkeypatch):
-    import psnlib.results as results
+    import psnlib.replication.results as results
 
     _, _, problems = _table()
     labels = {"A": "PSN adaptive II", "B": "PSN fixed"}

@@ -13,10 +13,10 @@ from accelerate.commands.config.config_args import ClusterConfig
 from accelerate.commands.launch import launch_command_parser
 from safetensors.torch import load_file
 
-from psnlib import cli
-from psnlib.cli import main, parse_train, plan_train
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.runs import rl_config
+from psnlib.replication import cli
+from psnlib.replication.cli import main, parse_train, plan_train
+from psnlib.replication.runs import rl_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs" / "accelerate"

@@ -27,8 +27,8 @@ from psnlib.tasks.countdown import (
     with_misses,
 )
 from psnlib.tasks.generate import generate_problems
+from psnlib.tasks.prefix_quality import finish_attempt
 from psnlib.tasks.reward import countdown_reward
-from psnlib.weak_prefix import finish_attempt
 
 FAST = settings(max_examples=40, deadline=None)
 numbers_st = st.lists(st.integers(0, 12), min_size=2, max_size=4)

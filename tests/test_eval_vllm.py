@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 import psnlib.sampling as sampling
-from psnlib.cli import main, plan_eval
-from psnlib.evaluate import eval_config
 from psnlib.models import build_tokenizer, save_policy, tiny_policy
-from psnlib.profiles import get_profile
+from psnlib.replication.cli import main, plan_eval
+from psnlib.replication.evaluation import eval_config
+from psnlib.replication.profiles import get_profile
 
 ANSWER = "1+2=3"  # a completion the fake engine gives every sample
 

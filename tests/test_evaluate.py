@@ -8,9 +8,11 @@ import torch
 from datasets import Dataset
 
 from psnlib import evaluate
-from psnlib.evaluate import evaluate_benchmarks, evaluate_policy
+from psnlib.evaluate import evaluate_policy
 from psnlib.metrics import pass_at_k
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication import evaluation
+from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.sampling import Samples, generate_samples
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
@@ -85,7 +87,7 @@ def test_benchmarks_are_stored_loaded_and_resumed(data_root, monkeypatch):
     model = tiny_policy("qwen2", "smoke", TOK, seed=3).eval()
     benches = ("countdown-l1", "countdown-5num")
     calls = []
-    real = evaluate.evaluate_policy
+    real = evaluation.evaluate_policy
 
     def counting(*args, **kwargs):
         calls.append(kwargs["n"])
@@ -93,7 +95,7 @@ def test_benchmarks_are_stored_loaded_and_resumed(data_root, monkeypatch):
             raise KeyboardInterrupt  # interrupted in the second benchmark
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "evaluate_policy", counting)
+    monkeypatch.setattr(evaluation, "evaluate_policy", counting)
     with pytest.raises(KeyboardInterrupt):
         evaluate_benchmarks(model, TOK, "smoke", benches, run_key="base", progress=False)
     out = evaluate_benchmarks(model, TOK, "smoke", benches, run_key="base", progress=False)

@@ -4,11 +4,11 @@ the smoke profile."""
 import pytest
 import torch
 
-from psnlib import budget, experiments, probes, runs
-from psnlib.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
-from psnlib.profiles import PROFILES, get_profile
+from psnlib.replication import budget, experiments, probes, runs
+from psnlib.replication.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
+from psnlib.replication.profiles import PROFILES, get_profile
+from psnlib.replication.variants import BASE, Variant, compare
 from psnlib.tasks.countdown import Problem
-from psnlib.variants import BASE, Variant, compare
 
 
 @pytest.fixture(scope="module")

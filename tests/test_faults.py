@@ -19,11 +19,11 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from psnlib.cli import main
 from psnlib.models import META_FILE
-from psnlib.pretrain import base_policy
-from psnlib.profiles import get_profile
-from psnlib.runs import run_dir, train_policy
+from psnlib.replication.cli import main
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.runs import run_dir, train_policy
 from psnlib.tasks import task_reward
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -33,7 +33,8 @@ TIMES = ("time", "per_second", "runtime")
 KILLER = """
 import os, signal, sys
 import torch, transformers
-from psnlib import checkpoints, cli, runs, trainer
+from psnlib.trainer import checkpoints, trainer
+from psnlib.replication import cli, runs
 
 entry, point, step, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 

@@ -4,8 +4,8 @@ gradients up to rounding, in the batch's order, without computing the padding.""
 import pytest
 import torch
 
-from psnlib.length_groups import completion_widths, grouped_forward
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.trainer.length_groups import completion_widths, grouped_forward
 
 # floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.floats]  # tests/conftest.py

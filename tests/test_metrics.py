@@ -28,7 +28,7 @@ from psnlib.response_metrics import (
     solution_count,
     step_score,
 )
-from psnlib.schedulers import SemanticSimilarity, lexical_similarity, semantic_available
+from psnlib.similarity import SemanticSimilarity, lexical_similarity, semantic_available
 from psnlib.tasks.countdown import ALL_OPS, Problem, canonical_form, enumerate_solutions, verify
 
 

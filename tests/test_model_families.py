@@ -25,11 +25,11 @@ from transformers import (
 )
 
 from psnlib.decoder import decodable
-from psnlib.experiments import planned_work
 from psnlib.models import build_tokenizer
 from psnlib.noise import SCOPES, noise_indices, perturbed, target_parameters
-from psnlib.profiles import PROFILES
-from psnlib.runs import rl_config
+from psnlib.replication.experiments import planned_work
+from psnlib.replication.profiles import PROFILES
+from psnlib.replication.runs import rl_config
 from psnlib.sampling import sample_tokens
 from psnlib.trainer import PSNGRPOTrainer
 

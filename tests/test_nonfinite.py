@@ -13,10 +13,10 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from trl.import_utils import is_vllm_available
 
-from psnlib.checkpoints import STAGING
-from psnlib.cli import main
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication.cli import main
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.trainer.checkpoints import STAGING
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 SETTINGS = "sigma=0.01, learning_rate=0.01, temperature=1, beta=0, weight_decay=0, max_grad_norm=1"

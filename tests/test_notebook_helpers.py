@@ -1,5 +1,5 @@
-"""psnlib.notebook: an unknown notebook parameter is an error naming it (on hand-made namespaces,
-and through papermill before any work), and the papers' numbers beside ours."""
+"""psnlib.replication.notebook: an unknown notebook parameter is an error naming it (on hand-made
+namespaces, and through papermill before any work), and the papers' numbers beside ours."""
 
 import math
 import os
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib import experiments, notebook
-from psnlib.claims import CLAIMS
-from psnlib.profiles import get_profile
+from psnlib.replication import experiments, notebook
+from psnlib.replication.claims import CLAIMS
+from psnlib.replication.profiles import get_profile
 
 PARAMETERS_CELL = '# Parameters\nprofile = "cpu"  # smoke | cpu\nseeds = None\nfigures_dir = None'
 SETUP_CELL = "from psnlib import notebook\n\nnotebook.check_parameters(globals())"

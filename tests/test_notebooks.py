@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from psnlib.reproduce import notebook_paths, run_notebook
+from psnlib.replication.reproduce import notebook_paths, run_notebook
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = notebook_paths(NOTEBOOK_DIR)
@@ -84,7 +84,7 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):
-    from psnlib.reproduce import ROOT, notebook_outputs
+    from psnlib.replication.reproduce import ROOT, notebook_outputs
 
     assert notebook_outputs("smoke", tmp_path / "f") == tmp_path / "f"
     assert (tmp_path / "f").is_dir()

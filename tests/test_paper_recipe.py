@@ -2,8 +2,8 @@
 
 import pytest
 
-from psnlib.profiles import PROFILES, get_profile
-from psnlib.runs import rl_config, rl_settings
+from psnlib.replication.profiles import PROFILES, get_profile
+from psnlib.replication.runs import rl_config, rl_settings
 
 
 @pytest.mark.parametrize("name", ["gpu", "paper"])

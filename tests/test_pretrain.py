@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from psnlib import pretrain
 from psnlib.io import Damaged
 from psnlib.models import META_FILE, build_tokenizer
-from psnlib.pretrain import (
+from psnlib.replication import pretrain
+from psnlib.replication.pretrain import (
     BUILT_META_KEYS,
     IGNORE,
     build_policy,
@@ -18,7 +18,7 @@ from psnlib.pretrain import (
     policy_dir,
     policy_meta,
 )
-from psnlib.profiles import PolicySpec, get_profile
+from psnlib.replication.profiles import PolicySpec, get_profile
 
 # The smoke base spec: a 2-layer d=32 model, 60 SFT steps of 32 examples (seconds on a CPU).
 SMOKE = get_profile("smoke").base
@@ -92,7 +92,7 @@ def test_bad_specs_fail_before_work(tmp_path, monkeypatch):
 def test_on_step_sees_every_step_and_leaves_training_as_it_was():
     """A callback that evaluates along the way (benchmarks/regime_probe.py) changes nothing."""
     from psnlib.models import tiny_policy
-    from psnlib.pretrain import sft_train
+    from psnlib.replication.pretrain import sft_train
     from psnlib.tasks import sft_corpus
 
     tokenizer = build_tokenizer()

@@ -5,10 +5,11 @@ import torch
 from datasets import Dataset
 
 import psnlib.evaluate as evaluate_module
-from psnlib.evaluate import evaluate_at_profile
+import psnlib.replication.evaluation as evaluation
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.profiles import PROFILES, get_profile
-from psnlib.runs import run_dir
+from psnlib.replication.evaluation import evaluate_at_profile
+from psnlib.replication.profiles import PROFILES, get_profile
+from psnlib.replication.runs import run_dir
 from psnlib.tasks import (
     REAL_BENCHMARKS,
     benchmark_kind,
@@ -85,7 +86,7 @@ def test_real_benchmarks_are_judged_by_math_reward(monkeypatch):
     )
     loaded = []
     monkeypatch.setattr(
-        evaluate_module,
+        evaluation,
         "load_real_benchmark",
         lambda name, n, seed: loaded.append((name, n, seed)) or dataset,
     )

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.regime import (
+from psnlib.replication.regime import (
     GATES,
     Threshold,
     at_equal_pass1,
@@ -208,7 +208,7 @@ def test_noise_is_compared_with_temperature_at_equal_pass1():
 
 def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
     from psnlib.models import build_tokenizer, tiny_policy
-    from psnlib.regime import premise_check
+    from psnlib.replication.regime import premise_check
 
     tokenizer = build_tokenizer()
     model = tiny_policy("qwen2", "smoke", tokenizer, seed=0).eval()
@@ -229,7 +229,7 @@ def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
 def test_the_regime_notebook_runs_after_the_testbed_and_before_the_claims():
     from pathlib import Path
 
-    from psnlib.reproduce import notebook_paths
+    from psnlib.replication.reproduce import notebook_paths
 
     stems = [p.stem for p in notebook_paths(Path(__file__).resolve().parent.parent / "notebooks")]
     assert (

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from psnlib import experiments, reproduce, runs
-from psnlib.profiles import get_profile
-from psnlib.runs import train_policy
-from psnlib.weak_prefix import prefix_source
+from psnlib.replication import experiments, reproduce, runs
+from psnlib.replication.prefixes import prefix_source
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.runs import train_policy
 
 
 def test_planned_work_is_each_run_once_with_all_its_benchmarks():
@@ -148,7 +148,7 @@ def test_run_notebook_is_quiet_and_publishes_no_machine_directory(tmp_path, capf
     path = tmp_path / "nb" / "00_tiny.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
-    out = tmp_path / "out"  # as `python -m psnlib.reproduce --out <tmp_path>/out`
+    out = tmp_path / "out"  # as `python -m psnlib.replication.reproduce --out <tmp_path>/out`
     figures = out / "figures" / "smoke"
     metrics = reproduce.run_notebook(path, "smoke", figures, out / "runs" / "smoke")
     assert metrics.read_text() == "{}"

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.claims import CLAIMS, Claim
-from psnlib.experiments import benchmarks_of, plan
-from psnlib.profiles import get_profile
-from psnlib.results import (
+from psnlib.replication.claims import CLAIMS, Claim
+from psnlib.replication.experiments import benchmarks_of, plan
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.results import (
     check_claim,
     claims_markdown,
     discussion,
@@ -19,7 +19,7 @@ from psnlib.results import (
     results_markdown,
     timing_summary,
 )
-from psnlib.verdicts import minimum_detectable_effect, verdict
+from psnlib.replication.verdicts import minimum_detectable_effect, verdict
 
 SMOKE = get_profile("smoke")  # n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -144,7 +144,7 @@ def test_bad_claims_and_unknown_policies_fail_clearly():
 
 def test_every_claim_names_policies_of_its_experiment():
     """Labels with format fields are resolved per profile (tests/test_claims.py)."""
-    from psnlib.claim_stats import resolve
+    from psnlib.replication.claim_stats import resolve
 
     for claim in CLAIMS:
         if "{model2}" in claim.ours:  # cpu has one other base policy: not run (test_claims)

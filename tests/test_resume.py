@@ -11,10 +11,10 @@ import pytest
 import torch
 from datasets import Dataset
 
-from psnlib import runs
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.pretrain import base_policy
-from psnlib.runs import train_policy
+from psnlib.replication import runs
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.runs import train_policy
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]

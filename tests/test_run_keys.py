@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from psnlib.experiments import planned_runs
+from psnlib.replication.experiments import planned_runs
 
 KEYS = json.loads((Path(__file__).parent / "data" / "planned_run_keys.json").read_text())
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

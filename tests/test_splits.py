@@ -4,13 +4,7 @@ import statistics
 
 import pytest
 
-from psnlib.tasks.countdown import (
-    Problem,
-    count_solutions,
-    distinct_solutions,
-    is_linear,
-    verify,
-)
+from psnlib.tasks.countdown import Problem, count_solutions, distinct_solutions, is_linear, verify
 from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.splits import (
     BENCHMARKS,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.store import ResultStore, config_hash, weights_fingerprint
+from psnlib.replication.store import ResultStore, config_hash, weights_fingerprint
 
 TABLE = pd.DataFrame(
     {

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib import summaries
+from psnlib.replication import summaries
 
 
 def curves() -> pd.DataFrame:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from psnlib.verdicts import (
+from psnlib.replication.verdicts import (
     minimum_detectable_effect,
     power,
     seeds_needed,

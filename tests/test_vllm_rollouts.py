@@ -1,5 +1,5 @@
-"""PSN rollouts on vLLM (``psnlib.vllm_rollouts``). Without vLLM (this CPU machine) the sync logic
-runs against a fake engine that TRL's own ``VLLMGeneration.sync_weights`` fills, as it fills
+"""PSN rollouts on vLLM (``psnlib.trainer.vllm_rollouts``). Without vLLM (this CPU machine) the sync
+logic runs against a fake engine that TRL's own ``VLLMGeneration.sync_weights`` fills, as it fills
 vLLM's model in colocate mode; the real engine is tested where vLLM and a GPU are present."""
 
 from types import SimpleNamespace
@@ -16,7 +16,7 @@ from psnlib.models import build_tokenizer, save_policy, tiny_policy
 from psnlib.noise import CLEAN, NoiseConfig, noise_indices, perturbed
 from psnlib.tis import tis_weights
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
-from psnlib.vllm_rollouts import generate_noisy, noise_groups
+from psnlib.trainer.vllm_rollouts import generate_noisy, noise_groups
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:"]
 G = 4

@@ -13,20 +13,18 @@ from hypothesis import strategies as st
 
 from psnlib import weak_prefix
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.pretrain import build_policy
-from psnlib.profiles import get_profile
+from psnlib.replication.pretrain import build_policy
+from psnlib.replication.profiles import get_profile
 from psnlib.tasks import rl_train_set
 from psnlib.tasks.countdown import ATTEMPT_SEP, CHARSET, Problem, random_solution, verify
+from psnlib.tasks.prefix_quality import complete_prefix, finish_attempt, prefix_quality
 from psnlib.tasks.reward import countdown_reward
 from psnlib.weak_prefix import (
     COLUMNS,
     build_prefixes,
     choose_prefixed,
-    complete_prefix,
     entropy_cut,
     fingerprint,
-    finish_attempt,
-    prefix_quality,
     random_cut,
     split_steps,
     step_entropies,
@@ -425,8 +423,8 @@ def test_reward_with_prefix():
 
 def test_prefix_train_set_of_a_profile_and_its_same_family_control(tmp_path, monkeypatch):
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))  # smoke policies build here in seconds
-    from psnlib.profiles import get_profile
-    from psnlib.weak_prefix import prefix_source, prefix_train_set
+    from psnlib.replication.prefixes import prefix_source, prefix_train_set
+    from psnlib.replication.profiles import get_profile
 
     smoke = get_profile("smoke")
     assert prefix_source(smoke, "weak") == smoke.weak

@@ -1,17 +1,17 @@
 """The papers' claims that RESULTS.md tests, with the numbers the papers report.
 
-A ``Claim`` names the experiment (``psnlib.experiments.PLANS``) whose runs test it, the policy
-the paper finds ahead (``ours``), the one it is compared with (``theirs``), the statistic and the
-benchmarks it is averaged over; ``psnlib.results`` computes our side. The ``paper`` strings quote
-the papers (arXiv 2602.02555 for PSN, 2608.27420 for weak-model guidance); ``effect`` is the
-difference the paper reports, in its points, where it gives numbers; an "about equal" claim
-states its equivalence margin (``psnlib.verdicts`` says how both enter the verdict).
+A ``Claim`` names the experiment (``psnlib.replication.experiments.PLANS``) whose runs test it, the
+policy the paper finds ahead (``ours``), the one it is compared with (``theirs``), the statistic and
+the benchmarks it is averaged over; ``psnlib.replication.results`` computes our side. The ``paper``
+strings quote the papers (arXiv 2602.02555 for PSN, 2608.27420 for weak-model guidance); ``effect``
+is the difference the paper reports, in its points, where it gives numbers; an "about equal" claim
+states its equivalence margin (``psnlib.replication.verdicts`` says how both enter the verdict).
 
 ``ours`` and ``theirs`` are the labels of the experiment's policies; where those depend on the
 profile they are templates with format fields (``{model1}``: the profile's first other base
 policy; ``{sigma}``, ``{sigma_low}``, ``{sigma_high}``: the PSN arm's sigma and the ends of the
-sigma sweep), which ``psnlib.claim_stats.resolve`` fills in. ``STATISTICS`` are computed by
-``psnlib.claim_stats`` (its docstring has each formula).
+sigma sweep), which ``psnlib.replication.claim_stats.resolve`` fills in. ``STATISTICS`` are computed
+by ``psnlib.replication.claim_stats`` (its docstring has each formula).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Claim:
 
     name: str  # the claim, in a few words
     paper: str  # what the paper reports (its own numbers, quoted)
-    experiment: str  # the key of psnlib.experiments.PLANS whose runs test it
+    experiment: str  # the key of psnlib.replication.experiments.PLANS whose runs test it
     ours: str  # the policy label the paper finds ahead (or equal, direction 0); may be a template
     theirs: str  # the policy label it is compared with
     statistic: str = "pass@max"  # one of STATISTICS

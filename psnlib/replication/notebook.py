@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psnlib.claims import CLAIMS
-from psnlib.experiments import Plan, check_seeds
-from psnlib.profiles import Profile, get_profile
-from psnlib.results import _number, check_claim  # RESULTS.md's number format
+from psnlib.replication.claims import CLAIMS
+from psnlib.replication.experiments import Plan, check_seeds
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.results import _number, check_claim
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
 # Names IPython puts in a notebook's namespace; never parameters.
@@ -89,8 +89,8 @@ def check_parameters(namespace: Mapping[str, Any], known: Iterable[str] = PARAME
 def check_values(namespace: Mapping[str, Any]) -> None:
     """The notebooks' parameters in ``namespace`` must be of their kind, else a ``ValueError``
     names the parameter and its value: ``profile`` a known profile, ``seeds`` None or a list of
-    integers >= 0 (``psnlib.experiments.check_seeds``), ``figures_dir`` and ``metrics_path``
-    None or a path."""
+    integers >= 0 (``psnlib.replication.experiments.check_seeds``), ``figures_dir`` and
+    ``metrics_path`` None or a path."""
     if "profile" in namespace:
         profile = namespace["profile"]
         if not isinstance(profile, (str, Profile)):
@@ -112,11 +112,11 @@ def paper_beside_ours(
     results: dict[str, pd.DataFrame],
     tested_by: Callable[..., Plan] | None = None,
 ) -> pd.DataFrame:
-    """Each claim of the papers that ``plan``'s experiment tests (``psnlib.claims``; those of
-    the experiment function ``tested_by`` instead, e.g. the main results' claims on an
+    """Each claim of the papers that ``plan``'s experiment tests (``psnlib.replication.claims``;
+    those of the experiment function ``tested_by`` instead, e.g. the main results' claims on an
     ablation's runs), one row: what the paper reports, ours on ``results`` (``plan.run()``'s
     tables), the difference with its 95% interval, the minimum detectable effect at 80% power
-    and the verdict (``psnlib.results.check_claim``)."""
+    and the verdict (``psnlib.replication.results.check_claim``)."""
     name = plan.name if tested_by is None else tested_by.__name__
     rows = []
     for claim in (c for c in CLAIMS if c.experiment == name):

@@ -1,9 +1,10 @@
-"""RESULTS.md from the claims table of ``psnlib.results``: the table, the run time and a
+"""RESULTS.md from the claims table of ``psnlib.replication.results``: the table, the run time and a
 discussion computed from the table's numbers (nothing in it is written once for every profile).
 
-Each value is shown in its statistic's unit with its decimals (``psnlib.claim_stats.number``);
-each row names the benchmarks it averages; a claim whose policies the profile does not train
-shows the status ``NOT_RUN`` and the reason instead of numbers.
+Each value is shown in its statistic's unit with its decimals
+(``psnlib.replication.claim_stats.number``); each row names the benchmarks it averages; a claim
+whose policies the profile does not train shows the status ``NOT_RUN`` and the reason instead of
+numbers.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psnlib.claim_stats import NOT_RUN, number, unit_of
 from psnlib.io import atomic_write_text
-from psnlib.profiles import Profile, get_profile
-from psnlib.verdicts import seeds_needed, standard_error
+from psnlib.replication.claim_stats import NOT_RUN, number, unit_of
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.verdicts import seeds_needed, standard_error
 
 
 def claims_markdown(table: pd.DataFrame) -> str:
@@ -59,8 +60,8 @@ def _is_notebook(entry: dict[str, Any]) -> bool:
 
 
 def timing_summary(path: str | Path) -> dict[str, float]:
-    """What ``reproduce_timing.json`` (``psnlib.reproduce``) recorded: per-task CPU and wall
-    seconds of the prepare stage (tasks, workers), and the notebooks' wall seconds."""
+    """What ``reproduce_timing.json`` (``psnlib.replication.reproduce``) recorded: per-task CPU and
+    wall seconds of the prepare stage (tasks, workers), and the notebooks' wall seconds."""
     entries = json.loads(Path(path).read_text()) if Path(path).exists() else []
     tasks = [e for e in entries if "task" in e]
     notebooks = [e for e in entries if _is_notebook(e)]
@@ -93,7 +94,7 @@ train a ~1M-parameter policy on Countdown ({steps} RL steps of {prompts} prompts
 on {problems} problems x {samples} samples per benchmark, temperature {temperature}). Compare
 directions, not values. The settings (learning rate {lr:g}, sigma {sigma:g}, TIS cap {cap:g}, the
 step count and batch) were fixed from a prototype and the time budget; none was tuned on a
-reported benchmark (`psnlib.profiles` says why each size is what it is).
+reported benchmark (`psnlib.replication.profiles` says why each size is what it is).
 
 *Difference* is ours - theirs in the statistic's unit: percentage points for pass@k and for
 shares (valid steps, pairwise diversity); "solved only": problems, each way; entropy: nats per
@@ -167,7 +168,7 @@ def results_markdown(
     figure: str | None = None,
 ) -> str:
     """RESULTS.md: how it was made, the headline figure, the claims table and the run time
-    (``timing_summary``, and ``psnlib.reproduce.measured_compute``'s table if given)."""
+    (``timing_summary``, and ``psnlib.replication.reproduce.measured_compute``'s table if given)."""
     p = get_profile(profile)
     intro = INTRO.format(
         name=p.name,
@@ -219,7 +220,7 @@ def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
     done = compute.dropna()
     train, evaluate = done["train_seconds"].sum() / 3600, done["eval_seconds"].sum() / 3600
     return (
-        f"The runs' own records (`psnlib.reproduce.measured_compute`): {len(done)} of "
+        f"The runs' own records (`psnlib.replication.reproduce.measured_compute`): {len(done)} of "
         f"{len(compute)} planned runs finished, their training steps took {train:.2f} hours and "
         f"their evaluations {evaluate:.2f} hours, each on one core (wall time of the worker, so "
         f"including whatever shared the machine or paused it, so an upper bound): "

@@ -13,14 +13,8 @@ import torch
 from trl import GRPOConfig
 
 from psnlib.noise import NoiseConfig
-from psnlib.schedulers import (
-    SCHEDULERS,
-    DiversitySigma,
-    FixedSigma,
-    KLTargetSigma,
-    SigmaScheduler,
-    check_similarity,
-)
+from psnlib.schedulers import SCHEDULERS, DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
+from psnlib.similarity import check_similarity
 from psnlib.tis import MAX_LOG_RATIO, check_tis
 
 ADVANTAGE_MODES = ("grpo", "passk")
@@ -206,7 +200,7 @@ class PSNGRPOConfig(GRPOConfig):
         default=4,
         metadata={
             "help": "The loss forward runs the batch's rollouts in this many groups of similar "
-            "completion length, each cut to its longest completion (psnlib.length_groups): "
+            "completion length, each cut to its longest completion (psnlib.trainer.length_groups): "
             "the padding is not computed; the same numbers up to rounding. 1: TRL's one "
             "forward over the padded batch."
         },
@@ -216,7 +210,7 @@ class PSNGRPOConfig(GRPOConfig):
         metadata={
             "help": "Sampler of the training rollouts: 'psnlib' (psnlib.sampling; Llama-layout "
             "models, plain temperature sampling) or 'generate' (TRL's transformers generate); "
-            "unused with use_vllm (vLLM samples them, psnlib.vllm_rollouts)."
+            "unused with use_vllm (vLLM samples them, psnlib.trainer.vllm_rollouts)."
         },
     )
 
@@ -313,9 +307,10 @@ class PSNGRPOConfig(GRPOConfig):
             )
 
     def use_vllm_tis(self) -> None:
-        """With vLLM the behaviour log-probs come from the vLLM engine (``psnlib.vllm_rollouts``),
-        and TRL's vLLM importance-sampling correction is the TIS: ``use_tis``, ``tis_level`` and
-        ``tis_cap`` set its switch, mode (``token_truncate`` or ``sequence_truncate``) and cap."""
+        """With vLLM the behaviour log-probs come from the vLLM engine
+        (``psnlib.trainer.vllm_rollouts``), and TRL's vLLM importance-sampling correction is the
+        TIS: ``use_tis``, ``tis_level`` and ``tis_cap`` set its switch, mode (``token_truncate`` or
+        ``sequence_truncate``) and cap."""
         if self.noise_scope == "prompt":
             raise ValueError(
                 "noise_scope='prompt' with use_vllm would sync the weights to vLLM once per prompt "

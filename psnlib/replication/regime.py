@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.claims import CLAIMS
 from psnlib.evaluate import evaluate_policy
 from psnlib.io import atomic_write_json
 from psnlib.metrics import bootstrap_ci
 from psnlib.noise import NoiseConfig, perturbed
-from psnlib.profiles import Profile, get_profile
-from psnlib.results import check_claim
+from psnlib.replication.claims import CLAIMS
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.results import check_claim
 from psnlib.tasks import load_benchmark
 
 
@@ -135,8 +135,8 @@ def gate_values(
 ) -> dict[str, float]:
     """Every gate's value (a key of ``GATES``) from the experiments' tables.
 
-    ``testbed``: ``psnlib.probes.testbed``'s curves (policies ``base`` and ``weak`` on the
-    main benchmark); ``narrowing``: ``rl_narrows_coverage``'s tables (``curves`` and
+    ``testbed``: ``psnlib.replication.probes.testbed``'s curves (policies ``base`` and ``weak`` on
+    the main benchmark); ``narrowing``: ``rl_narrows_coverage``'s tables (``curves`` and
     ``problems`` of the base policy and GRPO at the main seeds); ``psn_logs``: the PSN fixed
     runs' training logs (``psn/kl_proxy``, ``tis/ess``); ``prefix_quality``:
     ``prefix_quality_table`` (the row of entropy cuts of the weak policy's chains).
@@ -159,7 +159,8 @@ def gate_values(
         "tis_ess": _median(psn_logs, "tis/ess"),
         "weak_pass1_ratio": _ratio(_pass1(testbed, "weak", main), base),
         # "alive", not "completable": with attempts every prefix can be completed by starting
-        # again, which would pass the gate by construction (psnlib.weak_prefix.prefix_quality)
+        # again, which would pass the gate by construction
+        # (psnlib.tasks.prefix_quality.prefix_quality)
         "prefix_completable": float(weak_rows["alive"].iloc[0]),
     }
 

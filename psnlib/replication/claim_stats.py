@@ -1,7 +1,7 @@
 """The statistics a claim compares, per training seed, and the policies a claim names at a profile.
 
-``STATISTICS`` (``psnlib.claims``) maps to one ``Statistic`` each here. Most are computed per
-problem from an experiment's ``problems`` table (``psnlib.evaluate.evaluate_policy``'s
+``STATISTICS`` (``psnlib.replication.claims``) maps to one ``Statistic`` each here. Most are
+computed per problem from an experiment's ``problems`` table (``psnlib.evaluate.evaluate_policy``'s
 columns; ``n`` samples, ``c`` of them correct), averaged over the problems of a benchmark, then
 over benchmarks, per seed:
 
@@ -17,13 +17,13 @@ over benchmarks, per seed:
 - ``entropy``: the mean token entropy of the trained policy's evaluation samples, in nats.
 
 ``throughput`` comes from the runs' training logs instead (the ``logs`` table of
-``psnlib.variants.compare``): ``60 * steps / sum(step_time)``, training steps per minute of
-step wall time (generation included), per run. Every arm of a comparison trains the same batch,
+``psnlib.replication.variants.compare``): ``60 * steps / sum(step_time)``, training steps per minute
+of step wall time (generation included), per run. Every arm of a comparison trains the same batch,
 so the ratio of two runs' values is the ratio of their rollouts per second.
 
 A claim's ``ours`` and ``theirs`` may name policies that depend on the profile through format
 fields (``policy_names``): ``{model1}``, ``{model2}``, ... (the profile's ``other_policies``, as
-``psnlib.experiments.across_models`` labels them), ``{sigma}`` (the PSN arm's sigma),
+``psnlib.replication.experiments.across_models`` labels them), ``{sigma}`` (the PSN arm's sigma),
 ``{sigma_low}`` and ``{sigma_high}`` (the smallest and largest of the profile's sigma sweep).
 ``resolve`` fills them in; where the profile has no such policy it raises ``NotRun``, and the
 claim's row says "not run at this profile" (a status, not a verdict).
@@ -39,12 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from psnlib.claims import STATISTICS, Claim
-from psnlib.experiments import plan
 from psnlib.metrics import pass_at_k
-from psnlib.pretrain import policy_meta
-from psnlib.profiles import Profile
-from psnlib.variants import model_name
+from psnlib.replication.claims import STATISTICS, Claim
+from psnlib.replication.experiments import plan
+from psnlib.replication.pretrain import policy_meta
+from psnlib.replication.profiles import Profile
+from psnlib.replication.variants import model_name
 
 NOT_RUN = "not run at this profile"  # the status of a claim the profile has no runs for
 
@@ -93,7 +93,9 @@ STATS: dict[str, Statistic] = {
     "throughput": Statistic("steps/min", 1.0, per_run=_steps_per_minute),
 }
 if set(STATS) != set(STATISTICS):
-    raise ImportError(f"psnlib.claims.STATISTICS {STATISTICS} and claim_stats.STATS differ")
+    raise ImportError(
+        f"psnlib.replication.claims.STATISTICS {STATISTICS} and claim_stats.STATS differ"
+    )
 DIGITS = {"problems": 0, "nats": 3}  # decimals shown per unit; 1 for the others
 
 

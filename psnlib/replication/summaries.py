@@ -1,5 +1,5 @@
-"""Tables derived from ``psnlib.variants.compare``'s tidy results: averages over benchmarks,
-means over seeds with their spread, crossovers, coverage and per-response metrics."""
+"""Tables derived from ``psnlib.replication.variants.compare``'s tidy results: averages over
+benchmarks, means over seeds with their spread, crossovers, coverage and per-response metrics."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 
 ``plan.arms()`` is the table of the compared policies with the settings each changes with
 respect to plain GRPO; ``plan.run(seeds)`` says what is not cached and roughly how long it will
-take, then trains and evaluates every variant through ``psnlib.variants.compare`` and returns
-tidy tables. Runs and evaluations are cached by their settings, so the GRPO and PSN runs that
-several notebooks compare against are trained and evaluated once; ``planned_runs(profile)``
+take, then trains and evaluates every variant through ``psnlib.replication.variants.compare`` and
+returns tidy tables. Runs and evaluations are cached by their settings, so the GRPO and PSN runs
+that several notebooks compare against are trained and evaluated once; ``planned_runs(profile)``
 lists every RL run the notebooks need: the compute budget. Notebooks call these functions and
 only show what they return.
 """
@@ -20,17 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from psnlib import budget
-from psnlib.profiles import Profile, get_profile
-from psnlib.summaries import summarize, with_average
+from psnlib.replication import budget
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.summaries import summarize, with_average
+from psnlib.replication.variants import BASE, Variant, arms_table, compare, model_name
 from psnlib.tasks import benchmark_kind
-from psnlib.variants import (
-    BASE,
-    Variant,
-    arms_table,
-    compare,
-    model_name,
-)
 
 BASE_POLICY = Variant("base", BASE)
 GRPO = Variant("GRPO", "grpo")
@@ -72,7 +66,7 @@ class Plan:
 
     def arms(self) -> pd.DataFrame:
         """The compared policies and the settings each changes with respect to plain GRPO
-        (``psnlib.variants.arms_table``)."""
+        (``psnlib.replication.variants.arms_table``)."""
         return arms_table(self.variants, self.profile, self.seeds)
 
     def work(self, seeds: tuple[int, ...] | None = None) -> list[tuple[Variant, int, tuple]]:
@@ -82,18 +76,20 @@ class Plan:
         return [(v, s, self.benchmarks) for v in self.variants for s in v.seeds(seeds)]
 
     def pending(self, seeds: tuple[int, ...] | None = None) -> pd.DataFrame:
-        """Its runs and evaluations that are not cached yet (``psnlib.budget.pending``)."""
+        """Its runs and evaluations that are not cached yet
+        (``psnlib.replication.budget.pending``)."""
         return budget.pending(self.profile, self.work(seeds))
 
     def run(
         self, seeds: tuple[int, ...] | None = None, progress: bool = True
     ) -> dict[str, pd.DataFrame]:
         """Train and evaluate every variant at ``seeds`` (default: the plan's; ``check_seeds``),
-        first saying what is not cached and roughly how long it takes (``psnlib.budget``).
+        first saying what is not cached and roughly how long it takes
+        (``psnlib.replication.budget``).
 
-        Returns ``psnlib.variants.compare``'s tables (curves, problems, logs) plus ``summary``:
-        pass@k per policy x benchmark x k over seeds, with the benchmark average
-        (``psnlib.summaries.summarize``).
+        Returns ``psnlib.replication.variants.compare``'s tables (curves, problems, logs) plus
+        ``summary``: pass@k per policy x benchmark x k over seeds, with the benchmark average
+        (``psnlib.replication.summaries.summarize``).
         """
         seeds = check_seeds(seeds) or self.seeds  # before any work
         if progress:
@@ -106,8 +102,9 @@ class Plan:
         return results
 
     def announcement(self, seeds: tuple[int, ...] | None = None) -> str:
-        """``psnlib.budget.announcement`` of this plan: what it computes, and for how long at
-        the costs measured in ``figures/<profile>/15_results_compute.csv`` where there is one."""
+        """``psnlib.replication.budget.announcement`` of this plan: what it computes, and for how
+        long at the costs measured in ``figures/<profile>/15_results_compute.csv`` where there is
+        one."""
         todo, work = self.pending(seeds), self.work(seeds)
         table = budget.figures_dir(self.profile) / budget.COMPUTE_TABLE
         measured = budget.measured_costs(table)
@@ -323,8 +320,8 @@ def _plan_entries(profile: str | Profile) -> Iterator[tuple[str, Variant, int, t
 
 def planned_work(profile: str | Profile = "cpu") -> list[tuple[Variant, int, tuple[str, ...]]]:
     """Every distinct (variant, seed) the experiments train or load, once, with the union of the
-    benchmarks they evaluate it on, in plan order: what ``psnlib.reproduce --workers`` prepares
-    in parallel before the notebooks run."""
+    benchmarks they evaluate it on, in plan order: what ``psnlib.replication.reproduce --workers``
+    prepares in parallel before the notebooks run."""
     work: dict[str, tuple[Variant, int, dict[str, None]]] = {}
     for _, v, seed, benchmarks in _plan_entries(profile):
         work.setdefault(v.run_key(profile, seed), (v, seed, {}))[2].update(

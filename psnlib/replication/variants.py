@@ -1,7 +1,7 @@
 """The policies an experiment compares, trained and evaluated through the caches.
 
-A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.runs.ARMS``) with
-settings on top; ``compare`` trains (or loads) each one at each seed and evaluates it (or loads
+A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.replication.runs.ARMS``)
+with settings on top; ``compare`` trains (or loads) each one at each seed and evaluates it (or loads
 the stored evaluation), returning tidy tables. Every evaluation uses the same problems and
 sampling seed (``EVAL_SEED``), so policies are compared on identical problems, and a run shared
 by two notebooks is trained and evaluated once.
@@ -17,10 +17,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.evaluate import evaluate_benchmarks
-from psnlib.pretrain import base_policy, spec_hash
-from psnlib.profiles import PolicySpec, Profile, get_profile
-from psnlib.runs import ARMS, rl_settings, run_dir, train_policy
+from psnlib.replication.evaluation import evaluate_benchmarks
+from psnlib.replication.pretrain import base_policy, spec_hash
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.runs import ARMS, rl_settings, run_dir, train_policy
 from psnlib.tasks.datasets import task_reward
 from psnlib.trainer import PSNGRPOConfig
 

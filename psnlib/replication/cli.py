@@ -1,19 +1,19 @@
 """The command line: ``python -m psnlib train ...`` and ``python -m psnlib eval ...``.
 
-``train`` runs one RL run the way ``psnlib.runs`` builds it for the notebooks: the profile's sizes,
-then the arm's settings, then every ``PSNGRPOConfig`` field given on the command line or in a
-``--config`` YAML file (TRL's ``TrlParser``; the command line wins), then ``PSNGRPOTrainer``.
-``--model`` (a directory or hub id) replaces the profile's base policy and ``--dataset`` its
-training set (``countdown``, judged by ``countdown_reward``, or a real one, judged by
-``math_reward``). Checkpoints go to ``--output_dir``, the trained policy to
+``train`` runs one RL run the way ``psnlib.replication.runs`` builds it for the notebooks: the
+profile's sizes, then the arm's settings, then every ``PSNGRPOConfig`` field given on the command
+line or in a ``--config`` YAML file (TRL's ``TrlParser``; the command line wins), then
+``PSNGRPOTrainer``. ``--model`` (a directory or hub id) replaces the profile's base policy and
+``--dataset`` its training set (``countdown``, judged by ``countdown_reward``, or a real one, judged
+by ``math_reward``). Checkpoints go to ``--output_dir``, the trained policy to
 ``<output_dir>/policy``; an interrupted run resumes from its last checkpoint. Launch it with
 ``accelerate launch --config_file configs/accelerate/<setup>.yaml -m psnlib train ...`` for
 several GPUs or DeepSpeed (``docs/scale_out.md``).
 
 ``eval`` evaluates a saved policy on the profile's benchmarks (or ``--benchmarks``) through
-``psnlib.evaluate.evaluate_benchmarks`` (stored under ``data/results``) and prints pass@k. With
-``--use_vllm`` (the default at profiles whose ``eval_engine`` is vLLM: ``paper``) a ``vllm.LLM``
-of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
+``psnlib.replication.evaluation.evaluate_benchmarks`` (stored under ``data/results``) and prints
+pass@k. With ``--use_vllm`` (the default at profiles whose ``eval_engine`` is vLLM: ``paper``) a
+``vllm.LLM`` of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
 
 Bad input fails before any model is loaded, in one line naming the value and what is allowed:
 unknown profiles, arms, datasets, benchmarks or noise targets; a value of the wrong type (in a
@@ -51,17 +51,17 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import TrlParser
 
 from psnlib import sampling
-from psnlib.checkpoints import CheckpointError
-from psnlib.evaluate import evaluate_benchmarks
 from psnlib.io import Busy, atomic_write_json, check_writable, data_dir, exclusive, read_json
 from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
 from psnlib.noise import target_parameters
-from psnlib.pretrain import base_policy, spec_hash
-from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.runs import ARMS, fit, rl_config, rl_settings, train_set
+from psnlib.replication.evaluation import evaluate_benchmarks
+from psnlib.replication.pretrain import base_policy, spec_hash
+from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
+from psnlib.replication.runs import ARMS, fit, rl_config, rl_settings, train_set
 from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names, task_reward
 from psnlib.tasks.datasets import TESTBED
 from psnlib.trainer import PSNGRPOConfig
+from psnlib.trainer.checkpoints import CheckpointError
 
 COMMANDS = ("train", "eval")
 RUN_FILE = "psnlib_run.json"  # in --output_dir: the settings of the run it holds

@@ -25,17 +25,18 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.checkpoints import last_checkpoint as last_checkpoint  # psnlib.runs' name too
-from psnlib.checkpoints import resume_training
 from psnlib.io import Damaged, data_dir, exclusive, load_cached
 from psnlib.models import META_FILE, load_saved_policy, save_policy
-from psnlib.pretrain import base_policy, policy_meta, spec_hash
-from psnlib.profiles import Profile, get_profile
+from psnlib.replication.prefixes import PREFIX_SOURCES, prefix_train_set
+from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash
+from psnlib.replication.profiles import Profile, get_profile
 from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
 from psnlib.tasks.math_reward import math_reward
 from psnlib.tasks.reward import countdown_dense_reward, countdown_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
-from psnlib.weak_prefix import PREFIX_SOURCES, TRUNCATIONS, prefix_train_set
+from psnlib.trainer.checkpoints import last_checkpoint as last_checkpoint
+from psnlib.trainer.checkpoints import resume_training
+from psnlib.weak_prefix import TRUNCATIONS
 
 # Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
 # scope and TIS cap from the profile, and the adaptive arms start from that sigma.
@@ -54,8 +55,9 @@ ARMS: dict[str, dict[str, Any]] = {
     "weak_prefix": {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2},
     "psn_weak_prefix": {"prefix_prob": 0.2},
 }
-# How the training set's `weak_prefix` column is made (psnlib.weak_prefix.prefix_train_set): run
-# settings beside the PSNGRPOConfig ones, present when prefix_prob > 0.
+# How the training set's `weak_prefix` column is made
+# (psnlib.replication.prefixes.prefix_train_set): run settings beside the PSNGRPOConfig ones,
+# present when prefix_prob > 0.
 PREFIX_SETTINGS = {"prefix_truncation": "entropy", "prefix_source": "weak"}
 # 3: the loss forward by length groups, the decoder's einsum attention (issue 18): new rounding
 CACHE_VERSION = 3
@@ -196,9 +198,9 @@ def run_dir(
     profile = get_profile(profile)
     data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
     # RL's rounding depends on the thread count (5e-7 apart at 1 and 2 threads). Every cached
-    # run was trained at 1: a make reproduce worker (psnlib.reproduce._one_thread), the tests
-    # (tests/conftest.py's one_thread) and train_policy's default. So 1 is left out of the key,
-    # and those runs keep their keys.
+    # run was trained at 1: a make reproduce worker (psnlib.replication.reproduce._one_thread), the
+    # tests (tests/conftest.py's one_thread) and train_policy's default. So 1 is left out of the
+    # key, and those runs keep their keys.
     threads_key = {} if threads == 1 else {"threads": threads}
     blob = json.dumps(
         {
@@ -225,8 +227,8 @@ def fit(
     reward: Callable[..., list[float]],
 ) -> tuple[PSNGRPOTrainer, list[dict[str, Any]]]:
     """Train ``model`` with ``PSNGRPOTrainer``, resuming from the newest complete checkpoint in
-    ``config.output_dir`` if there is one (``psnlib.checkpoints.resume_training``: an older one
-    when it fails to load; one at ``max_steps`` is loaded, not trained on). Returns the trainer
+    ``config.output_dir`` if there is one (``psnlib.trainer.checkpoints.resume_training``: an older
+    one when it fails to load; one at ``max_steps`` is loaded, not trained on). Returns the trainer
     and the training log (one row per step)."""
     trainer = resume_training(
         lambda: PSNGRPOTrainer(

@@ -33,7 +33,7 @@ from psnlib.models import (
     save_policy,
     tiny_policy,
 )
-from psnlib.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.tasks import sft_corpus
 from psnlib.tasks.countdown import CHARSET
 
@@ -125,7 +125,7 @@ def spec_hash(spec: PolicySpec) -> str:
     Fields added after policies were cached are left out at their defaults, so those policies
     keep their hashes (``sft_max_misses``). The torch thread count is not in it: SFT gives
     bit-identical weights at 1 and 2 threads (``tests/test_threads.py``), unlike RL (see
-    ``psnlib.runs.run_dir``)."""
+    ``psnlib.replication.runs.run_dir``)."""
     settings = asdict(spec)
     if settings["sft_max_misses"] == 0:
         del settings["sft_max_misses"]

@@ -1,4 +1,5 @@
-"""``python -m psnlib.tasks.export``: the generated Countdown splits as files a reader can open.
+"""``python -m psnlib.replication.export``: the generated Countdown splits as files a reader can
+open.
 
 Writes ``data/countdown/<benchmark>.jsonl`` for the seven benchmarks, the problems a ``cpu``
 evaluation draws (``eval_problems`` of each, seed ``EVAL_SEED``), and ``rl-train-seed0.jsonl``,
@@ -16,12 +17,11 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from psnlib.io import atomic_write_text
-from psnlib.profiles import get_profile
+from psnlib.io import ROOT, atomic_write_text
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.variants import EVAL_SEED
 from psnlib.tasks.splits import BENCHMARKS, load_benchmark, rl_train_set
-from psnlib.variants import EVAL_SEED
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = ROOT / "data" / "countdown"
 PROFILE = "cpu"
 

@@ -14,8 +14,8 @@ One training step:
 
 Rollouts are sampled by ``psnlib.sampling`` (a tree KV-cache decoder, several times faster than
 ``generate`` for small policies on CPU), with ``rollout_engine="generate"`` by TRL's own
-``generate`` call, or with ``use_vllm=True`` by TRL's vLLM engine (``psnlib.vllm_rollouts``: the
-noisy weights are synced to vLLM, once per noise sample, and TRL's vLLM importance-sampling
+``generate`` call, or with ``use_vllm=True`` by TRL's vLLM engine (``psnlib.trainer.vllm_rollouts``:
+the noisy weights are synced to vLLM, once per noise sample, and TRL's vLLM importance-sampling
 correction is the TIS).
 
 Evaluation always samples the clean policy.
@@ -35,9 +35,7 @@ from trl import GRPOTrainer
 from trl.import_utils import is_vllm_available
 
 from psnlib.advantages import passk_advantages
-from psnlib.checkpoints import SCHEDULER_STATE, StagedCheckpoints
 from psnlib.decoder import LLAMA_LAYOUT, decodable
-from psnlib.length_groups import grouped_forward
 from psnlib.noise import (
     CLEAN,
     noise_indices,
@@ -46,13 +44,15 @@ from psnlib.noise import (
     target_linears,
     target_parameters,
 )
-from psnlib.prefix_rollouts import PrefixRollouts
-from psnlib.rollouts import SampledLogps, self_certainties
 from psnlib.sampling import sample_rows
-from psnlib.schedulers import Similarity, make_similarity
+from psnlib.similarity import Similarity, make_similarity
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
-from psnlib.trainer_config import PSNGRPOConfig
-from psnlib.vllm_rollouts import generate_noisy
+from psnlib.trainer.checkpoints import SCHEDULER_STATE, StagedCheckpoints
+from psnlib.trainer.config import PSNGRPOConfig
+from psnlib.trainer.length_groups import grouped_forward
+from psnlib.trainer.prefix_rollouts import PrefixRollouts
+from psnlib.trainer.rollouts import SampledLogps, self_certainties
+from psnlib.trainer.vllm_rollouts import generate_noisy
 
 __all__ = ["SCHEDULER_STATE", "PSNGRPOConfig", "PSNGRPOTrainer"]
 
@@ -80,23 +80,25 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
       self-certainty). The scheduler's state is saved with every checkpoint and restored on
       resume.
 
-    - Weak-model guidance (``prefix_prob > 0``, ``psnlib.prefix_rollouts``): each
+    - Weak-model guidance (``prefix_prob > 0``, ``psnlib.trainer.prefix_rollouts``): each
       prompt group continues its dataset row's ``weak_prefix`` with probability ``prefix_prob``;
       the prefix joins the prompt (conditioning only) and the reward judges prefix + completion.
       Logs ``prefix/{fraction,tokens,reward_prefixed,reward_plain}``. Combines with noise and
       both advantage modes.
     - ``_get_per_token_logps_and_entropies`` (the loss forward, and TRL's rollout-time clean
       log-probs) runs the rows in ``args.loss_groups`` groups of similar completion length, each
-      cut to its longest completion (``psnlib.length_groups``): no compute on padding.
+      cut to its longest completion (``psnlib.trainer.length_groups``): no compute on padding.
     - ``rollout_engine="psnlib"`` (default) samples training rollouts with ``psnlib.sampling``;
       for a model the psnlib decoder does not run (e.g. Gemma-2) the trainer logs a warning and
       uses ``generate``.
 
-    - ``use_vllm=True``: ``psnlib.vllm_rollouts.generate_noisy`` samples the training rollouts on
+    - ``use_vllm=True``: ``psnlib.trainer.vllm_rollouts.generate_noisy`` samples the training
+    rollouts on
       vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
       only logs the KL proxy and TIS diagnostics.
 
-    - Checkpoints (``psnlib.checkpoints.StagedCheckpoints``) are written aside and renamed into
+    - Checkpoints (``psnlib.trainer.checkpoints.StagedCheckpoints``) are written aside and renamed
+    into
       place, with the sigma scheduler's state, so a kill never leaves a half-written
       ``checkpoint-N``; ``train`` resumes only from a complete one; rollout seeds come from
       restored state (``_rollout_seed``), so a resumed run is the uninterrupted one.
@@ -418,7 +420,7 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """TRL's forward in ``args.loss_groups`` groups of rows of similar completion length,
-        without the padding (``psnlib.length_groups``); with one group, or MoE or multimodal
+        without the padding (``psnlib.trainer.length_groups``); with one group, or MoE or multimodal
         inputs, TRL's own forward over the padded batch."""
         forward = super()._get_per_token_logps_and_entropies
         batch = (model, input_ids, attention_mask, logits_to_keep)

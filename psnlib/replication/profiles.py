@@ -81,8 +81,8 @@ class Profile:
         "countdown-div",
         "countdown-5num",
     )
-    # Experiments (psnlib.experiments). Runs with the same arm, seed and settings are shared by
-    # every notebook, so a seed of GRPO or PSN trains once.
+    # Experiments (psnlib.replication.experiments). Runs with the same arm, seed and settings are
+    # shared by every notebook, so a seed of GRPO or PSN trains once.
     seeds: tuple[int, ...] = (0, 1, 2)  # training seeds of the main comparisons (02, 03, 10-13)
     ablation_seeds: tuple[int, ...] = (0,)  # training seeds of the ablations (04-08)
     ablation_benchmarks: tuple[str, ...] = ("countdown-l3",)  # what the ablations evaluate on

@@ -1,11 +1,11 @@
 """RESULTS.md: claim by claim, the papers' numbers beside ours, with an interval and a verdict.
 
-Each ``Claim`` names the experiment (``psnlib.experiments.PLANS``) that tests it, the policy the
-paper says comes out ahead (``ours``), the one it is compared with (``theirs``) and a
+Each ``Claim`` names the experiment (``psnlib.replication.experiments.PLANS``) that tests it, the
+policy the paper says comes out ahead (``ours``), the one it is compared with (``theirs``) and a
 statistic. ``evaluate_claims`` loads the experiments' cached runs and evaluations (what ``make
-reproduce`` prepared), computes the statistic per training seed (``psnlib.claim_stats``: pass@k,
-shares, entropy from the problems table; throughput from the training logs) and the difference
-``ours - theirs`` with a 95% interval:
+reproduce`` prepared), computes the statistic per training seed (``psnlib.replication.claim_stats``:
+pass@k, shares, entropy from the problems table; throughput from the training logs) and the
+difference ``ours - theirs`` with a 95% interval:
 
 - with two or more seeds, a t-interval over the per-seed differences (seeds are paired: the same
   seed gives both arms the same initial data order; a policy with one evaluation, the base
@@ -13,12 +13,12 @@ shares, entropy from the problems table; throughput from the training logs) and 
 - with one seed, a paired bootstrap over problems (resampled within each benchmark). It covers
   problem sampling only, not seed-to-seed spread, and the verdict says so.
 
-The verdict (``psnlib.verdicts``) follows from the interval: *reproduced*, *contradicted*,
-*inconclusive*, or *exploratory* for one seed; beside it the minimum detectable effect at 80%
-power from the observed spread. A claim whose policies the profile does not train (a third base
-model where the profile has one other) gets the status ``NOT_RUN`` and the reason, no numbers.
-``psnlib.results_text.results_markdown`` renders the table and a discussion computed from it
-(nothing in it is written once for every profile); notebook 15 writes it to
+The verdict (``psnlib.replication.verdicts``) follows from the interval: *reproduced*,
+*contradicted*, *inconclusive*, or *exploratory* for one seed; beside it the minimum detectable
+effect at 80% power from the observed spread. A claim whose policies the profile does not train (a
+third base model where the profile has one other) gets the status ``NOT_RUN`` and the reason, no
+numbers. ``psnlib.replication.results_text.results_markdown`` renders the table and a discussion
+computed from it (nothing in it is written once for every profile); notebook 15 writes it to
 ``figures/<profile>/RESULTS.md``.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from psnlib.claim_stats import (
+from psnlib.replication.claim_stats import (
     NOT_RUN,
     STATS,
     NotRun,
@@ -42,18 +42,18 @@ from psnlib.claim_stats import (
     seed_values,
     unit_of,
 )
-from psnlib.claims import CLAIMS, Claim
-from psnlib.experiments import WEAK_PREFIX, benchmarks_of, plan, run
-from psnlib.profiles import Profile, get_profile
-from psnlib.results_text import (  # RESULTS.md, rendered from the table computed here
+from psnlib.replication.claims import CLAIMS, Claim
+from psnlib.replication.experiments import WEAK_PREFIX, benchmarks_of, plan, run
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.results_text import (
     claims_markdown,
     discussion,
     results_markdown,
     timing_summary,
     write_results,
 )
-from psnlib.summaries import AVERAGE, with_average
-from psnlib.verdicts import minimum_detectable_effect, standard_error, verdict
+from psnlib.replication.summaries import AVERAGE, with_average
+from psnlib.replication.verdicts import minimum_detectable_effect, standard_error, verdict
 
 __all__ = [
     "check_claim",
@@ -92,8 +92,8 @@ def _t_interval(d: np.ndarray) -> tuple[float, float]:
 
 
 def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
-    """The columns that follow from a claim's interval (``psnlib.verdicts``): the paper's
-    effect, the equivalence margin (the statistic's unit; "about equal" claims only), the
+    """The columns that follow from a claim's interval (``psnlib.replication.verdicts``): the
+    paper's effect, the equivalence margin (the statistic's unit; "about equal" claims only), the
     minimum detectable effect at 80% power and the verdict; for a claim without runs (0 seeds)
     the status ``NOT_RUN`` instead of a verdict."""
     margin = claim.margin * abs(theirs) if claim.direction == 0 and seeds else float("nan")
@@ -160,8 +160,8 @@ def check_claim(
     claim: Claim, problems: pd.DataFrame, profile: Profile, logs: pd.DataFrame | None = None
 ) -> dict:
     """Our side of one claim from the experiment's per-problem table (and its training
-    ``logs``, for a per-run statistic: ``psnlib.claim_stats``; read from the cached runs where not
-    given): each policy's statistic (mean
+    ``logs``, for a per-run statistic: ``psnlib.replication.claim_stats``; read from the cached runs
+    where not given): each policy's statistic (mean
     over seeds; for ``solved_only``, problems solved only by it), the difference, its interval,
     the verdict and the benchmarks averaged. Percent for pass@k and shares, a count for
     ``solved_only``. A claim whose policies the profile lacks gets the row of ``not_run``."""
@@ -224,7 +224,8 @@ def evaluate_claims(
 
 
 def _number(x: float, statistic: str) -> str:
-    """``x`` as RESULTS.md shows a value of ``statistic`` (``psnlib.claim_stats.number``)."""
+    """``x`` as RESULTS.md shows a value of ``statistic``
+    (``psnlib.replication.claim_stats.number``)."""
     return number(x, statistic)
 
 

@@ -1,7 +1,7 @@
 """What an experiment still has to compute, and roughly how long that takes.
 
-Before ``psnlib.experiments.Plan.run`` trains anything, ``pending`` lists its (policy, seed)
-runs that are not in the cache and the benchmark evaluations that are not stored, and
+Before ``psnlib.replication.experiments.Plan.run`` trains anything, ``pending`` lists its (policy,
+seed) runs that are not in the cache and the benchmark evaluations that are not stored, and
 ``estimate_seconds`` prices them with the measured cost of the committed reproduction:
 ``figures/<profile>/15_results_compute.csv``, which notebook 15 writes from each run's own
 records (the sum of its training steps' times, its evaluations' times). A run of that table
@@ -20,9 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from psnlib.io import data_dir
-from psnlib.pretrain import policy_dir
-from psnlib.profiles import PolicySpec, Profile, get_profile
-from psnlib.variants import BASE, Variant
+from psnlib.replication import paths
+from psnlib.replication.pretrain import policy_dir
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.variants import BASE, Variant
 
 COMPUTE_TABLE = "15_results_compute.csv"  # notebook 15's table of measured costs
 TESTBED_METRICS = "01_testbed.json"  # notebook 01's metrics: the policies' SFT seconds
@@ -31,9 +32,7 @@ Work = list[tuple[Variant, int, tuple[str, ...]]]  # (variant, seed, benchmarks)
 
 def figures_dir(profile: Profile) -> Path:
     """The checkout's ``figures/<profile>/``, where the committed measurements are."""
-    from psnlib.reproduce import ROOT  # psnlib.reproduce imports psnlib.experiments, and it this
-
-    return ROOT / "figures" / profile.name
+    return paths.figures_dir(profile.name)
 
 
 def sft_announcement(profile: str | Profile, policies: dict[str, PolicySpec]) -> str | None:

@@ -1,6 +1,7 @@
-"""Experiments on one policy at a time, outside the comparisons of ``psnlib.experiments``: the
-testbed's base and weak policies (notebook 01), the base policy sampled under noise (00), fresh
-samples of several policies on one problem (11), and the quality of the weak prefixes (09)."""
+"""Experiments on one policy at a time, outside the comparisons of
+``psnlib.replication.experiments``: the testbed's base and weak policies (notebook 01), the base
+policy sampled under noise (00), fresh samples of several policies on one problem (11), and the
+quality of the weak prefixes (09)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,25 @@ import time
 
 import pandas as pd
 
-from psnlib import budget
-from psnlib.evaluate import evaluate_benchmarks
-from psnlib.experiments import BASE_POLICY
 from psnlib.models import count_parameters
 from psnlib.noise import NoiseConfig, perturbed
-from psnlib.pretrain import base_policy, policy_meta, spec_hash, weak_policy
-from psnlib.profiles import Profile, get_profile
+from psnlib.replication import budget
+from psnlib.replication.evaluation import evaluate_benchmarks
+from psnlib.replication.experiments import BASE_POLICY
+from psnlib.replication.prefixes import prefix_train_set
+from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash, weak_policy
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
 from psnlib.sampling import generate_samples
 from psnlib.tasks.countdown import Problem, verify
-from psnlib.variants import EVAL_SEED, Variant, load_variant
-from psnlib.weak_prefix import prefix_quality, prefix_train_set
+from psnlib.tasks.prefix_quality import prefix_quality
 
 
 def prefix_quality_table(profile: str | Profile = "cpu", seed: int = 0) -> pd.DataFrame:
     """How many training prefixes can still be completed to a correct chain, exactly (the weak
     paper's Figure 4 asked an LLM judge): one row per (truncation, source) the ablations use,
-    with ``psnlib.weak_prefix.prefix_quality``'s shares and the mean prefix length in steps."""
+    with ``psnlib.tasks.prefix_quality.prefix_quality``'s shares and the mean prefix length in
+    steps."""
     rows = []
     for truncation, source in (("entropy", "weak"), ("random", "weak"), ("entropy", "same_family")):
         data = prefix_train_set(profile, seed, truncation=truncation, source=source)

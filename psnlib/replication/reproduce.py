@@ -1,4 +1,4 @@
-"""``python -m psnlib.reproduce``: run every notebook with papermill at one profile.
+"""``python -m psnlib.replication.reproduce``: run every notebook with papermill at one profile.
 
 Each notebook ``notebooks/NN_name.ipynb`` is executed with parameters ``profile``, ``figures_dir``
 and ``metrics_path``; papermill writes the executed copy to ``runs/<profile>/`` as it runs, and a
@@ -15,8 +15,8 @@ re-run notebook only computes what is missing.
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
 training sets, then every planned RL run with its evaluations
-(``psnlib.experiments.planned_work``). Tiny models gain little from a second thread, so on 2
-cores two runs at once finish about twice as fast as one after the other. Wall times of each
+(``psnlib.replication.experiments.planned_work``). Tiny models gain little from a second thread, so
+on 2 cores two runs at once finish about twice as fast as one after the other. Wall times of each
 stage and notebook are printed and appended to this reproduction's log,
 ``runs/<profile>/reproduce_timing.json`` (kept across interruptions, so its tasks add up to a run
 from scratch), which is copied to ``figures/<profile>/`` after each entry.
@@ -47,18 +47,19 @@ import nbformat
 import pandas as pd
 import torch
 
-from psnlib.cli import check_data_dir
-from psnlib.evaluate import eval_config, evaluate_benchmarks
-from psnlib.experiments import planned_runs, planned_work
 from psnlib.io import atomic_write_json, atomic_write_text, check_writable, read_json
-from psnlib.pretrain import build_policy, policy_dir, policy_meta
-from psnlib.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.runs import rl_settings
-from psnlib.store import ResultStore
-from psnlib.variants import BASE, EVAL_SEED, Variant, load_variant
-from psnlib.weak_prefix import prefix_source, prefix_train_set
+from psnlib.replication.cli import check_data_dir
+from psnlib.replication.evaluation import eval_config, evaluate_benchmarks
+from psnlib.replication.experiments import planned_runs, planned_work
+from psnlib.replication.paths import ROOT
+from psnlib.replication.paths import figures_dir as default_figures
+from psnlib.replication.prefixes import prefix_source, prefix_train_set
+from psnlib.replication.pretrain import build_policy, policy_dir, policy_meta
+from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
+from psnlib.replication.runs import rl_settings
+from psnlib.replication.store import ResultStore
+from psnlib.replication.variants import BASE, EVAL_SEED, Variant, load_variant
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
@@ -71,7 +72,7 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
     """Where a notebook writes figures and tables: ``figures_dir``, by default the checkout's
     ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing."""
-    path = Path(figures_dir) if figures_dir else ROOT / "figures" / get_profile(profile).name
+    path = Path(figures_dir) if figures_dir else default_figures(get_profile(profile).name)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -306,7 +307,7 @@ def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Prepare, then run the notebooks (the module's docstring). A bad command line ends the
-    program with one line, ``psnlib.reproduce: error: ...``, before any work."""
+    program with one line, ``psnlib.replication.reproduce: error: ...``, before any work."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
@@ -323,9 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, paths = check_arguments(args)
     except ValueError as err:
-        sys.exit(f"psnlib.reproduce: error: {err}")
+        sys.exit(f"psnlib.replication.reproduce: error: {err}")
     profile, fingerprint = settings.name, profile_fingerprint(settings)
-    figures_dir = (args.out / "figures" / profile).resolve()
+    figures_dir = default_figures(profile, args.out).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
     plan = planned_runs(profile)
     print(

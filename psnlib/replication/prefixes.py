@@ -1,0 +1,62 @@
+"""The weak-prefix training sets of a profile's runs: which policy writes the prefixes, and the
+profile's RL problems with their weak prefixes (``psnlib.weak_prefix.build_prefixes``), cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from datasets import Dataset
+
+from psnlib.replication.pretrain import build_policy
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.tasks.datasets import step_task, train_problems
+from psnlib.weak_prefix import build_prefixes
+
+PREFIX_SOURCES = ("weak", "same_family")
+
+
+def prefix_source(profile: str | Profile, source: str = "weak") -> PolicySpec:
+    """The policy that writes prefixes: the profile's ``weak`` policy (another family), or
+    ``same_family``: a policy of the weak policy's size and SFT length trained on the target's
+    recipe (its family, chain style, batch, learning rate and seed): the paper's same-family
+    control, a smaller model of the target's family trained like the target."""
+    profile = get_profile(profile)
+    if source not in PREFIX_SOURCES:
+        raise ValueError(f"unknown prefix source {source!r}; allowed: {', '.join(PREFIX_SOURCES)}")
+    if source == "weak":
+        return profile.weak
+    return replace(
+        profile.base,
+        name_or_path=None,
+        size=profile.weak.size,
+        sft_steps=profile.weak.sft_steps,
+        sft_examples=profile.weak.sft_examples,
+    )
+
+
+def prefix_train_set(
+    profile: str | Profile,
+    seed: int = 0,
+    *,
+    truncation: str = "entropy",
+    source: str = "weak",
+    progress: bool = True,
+) -> Dataset:
+    """The profile's RL training set (``Profile.rl_dataset``) with weak prefixes
+    (``build_prefixes``) written by ``source`` and cut under the profile's base policy; cached."""
+    profile = get_profile(profile)
+    target, target_tokenizer, _ = build_policy(profile.base)
+    weak, weak_tokenizer, _ = build_policy(prefix_source(profile, source))
+    return build_prefixes(
+        train_problems(profile.rl_dataset, profile.rl_train_problems, seed=seed),
+        target,
+        target_tokenizer,
+        weak,
+        weak_tokenizer,
+        truncation=truncation,
+        seed=seed,
+        task=step_task(profile.rl_dataset),
+        max_new_tokens=profile.max_completion_length,
+        progress=progress,
+    )

@@ -1,0 +1,61 @@
+"""The TRL methods ``PSNGRPOTrainer`` overrides, and a check that they still look as written for.
+
+``PSNGRPOTrainer`` and its mixins override private ``GRPOTrainer`` / ``transformers.Trainer``
+methods, whose signatures move between TRL releases without notice. ``WRITTEN_FOR`` records,
+for each overridden name, the parameters it had in the TRL the trainer was written and tested
+against (``TESTED_TRL``); ``check_overrides`` compares them with the installed TRL when a trainer
+is constructed, so a TRL upgrade fails at once, naming the method, instead of training wrongly.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import trl
+
+TESTED_TRL = ">=1.16,<1.17"  # pyproject.toml's bound
+# name -> its parameters in TRL 1.16 (GRPOTrainer, or transformers.Trainer where TRL inherits it)
+WRITTEN_FOR: dict[str, tuple[str, ...]] = {}
+
+
+class TRLVersionError(RuntimeError):
+    """The installed TRL changed a method that ``PSNGRPOTrainer`` overrides."""
+
+
+def overridden(trainer_cls: type, base: type) -> list[str]:
+    """The methods of ``base`` that ``trainer_cls`` or one of its psnlib mixins redefines."""
+    names = {
+        name
+        for cls in trainer_cls.__mro__
+        if cls.__module__.startswith("psnlib")
+        for name, value in vars(cls).items()
+        if callable(value) and not name.startswith("__") and hasattr(base, name)
+    }
+    return sorted(names)
+
+
+def parameters(method: object) -> tuple[str, ...]:
+    """The parameter names of ``method`` (staticmethods have no ``self``)."""
+    return tuple(inspect.signature(method).parameters)
+
+
+def check_overrides(trainer_cls: type, base: type) -> None:
+    """Raise ``TRLVersionError`` naming the method and the installed TRL when a method that
+    ``trainer_cls`` overrides is gone from ``base`` or takes other parameters than
+    ``WRITTEN_FOR`` records, or when an override has no record (add it when writing one)."""
+    for name in overridden(trainer_cls, base):
+        if name not in WRITTEN_FOR:
+            raise TRLVersionError(
+                f"{trainer_cls.__name__} overrides {base.__name__}.{name}, which "
+                "psnlib.trainer.compat.WRITTEN_FOR does not record: add its parameters there"
+            )
+    for name, want in WRITTEN_FOR.items():
+        method = getattr(base, name, None)
+        found = None if method is None else parameters(method)
+        if found != want:
+            now = "is gone" if found is None else f"takes {found}"
+            raise TRLVersionError(
+                f"{trainer_cls.__name__} overrides {base.__name__}.{name}, written for "
+                f"{want} (TRL {TESTED_TRL}); in the installed TRL {trl.__version__} it {now}. "
+                f"Install trl{TESTED_TRL} (pip install -c constraints.txt -e .)"
+            )
