@@ -33,6 +33,7 @@ lab: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest -m "not slow"
 
 ## make test-floats: the tests that compare floats of two code paths, at PyTorch's two other CPU

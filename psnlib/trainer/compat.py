@@ -15,7 +15,63 @@ import trl
 
 TESTED_TRL = ">=1.16,<1.17"  # pyproject.toml's bound
 # name -> its parameters in TRL 1.16 (GRPOTrainer, or transformers.Trainer where TRL inherits it)
-WRITTEN_FOR: dict[str, tuple[str, ...]] = {}
+WRITTEN_FOR: dict[str, tuple[str, ...]] = {
+    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    "_generate_and_score_completions": ("self", "inputs"),
+    "_generate_single_turn": (
+        "self",
+        "prompt_ids",
+        "images",
+        "multimodal_fields",
+        "num_generations",
+        "has_tool_images",
+    ),
+    "_get_output_dir": ("self", "trial"),
+    "_get_per_token_logps_and_entropies": (
+        "self",
+        "model",
+        "input_ids",
+        "attention_mask",
+        "logits_to_keep",
+        "batch_size",
+        "compute_entropy",
+        "compute_aux_loss",
+        "pixel_values",
+        "image_grid_thw",
+        "num_images",
+        "pixel_attention_mask",
+        "spatial_shapes",
+        "num_tiles",
+        "image_sizes",
+        "token_type_ids",
+        "mm_token_type_ids",
+        "image_position_ids",
+    ),
+    "_load_from_checkpoint": ("self", "resume_from_checkpoint", "model"),
+    "_load_optimizer_and_scheduler": ("self", "checkpoint"),
+    "_load_rng_state": ("self", "checkpoint"),
+    "_maybe_log_save_evaluate": (
+        "self",
+        "tr_loss",
+        "grad_norm",
+        "model",
+        "trial",
+        "epoch",
+        "ignore_keys_for_eval",
+        "start_time",
+        "learning_rate",
+    ),
+    "_save_checkpoint": ("self", "model", "trial"),
+    "get_off_policy_mask": (
+        "advantages",
+        "per_token_logps",
+        "sampling_per_token_logps",
+        "mask",
+        "off_policy_threshold",
+    ),
+    "train": ("self", "resume_from_checkpoint", "trial", "ignore_keys_for_eval"),
+    "training_step": ("self", "model", "inputs", "num_items_in_batch"),
+}
 
 
 class TRLVersionError(RuntimeError):

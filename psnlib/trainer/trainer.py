@@ -48,6 +48,7 @@ from psnlib.sampling import sample_rows
 from psnlib.similarity import Similarity, make_similarity
 from psnlib.tis import kl_proxy, tis_diagnostics, tis_weights
 from psnlib.trainer.checkpoints import SCHEDULER_STATE, StagedCheckpoints
+from psnlib.trainer.compat import check_overrides
 from psnlib.trainer.config import PSNGRPOConfig
 from psnlib.trainer.length_groups import grouped_forward
 from psnlib.trainer.prefix_rollouts import PrefixRollouts
@@ -109,7 +110,8 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
 
     With ``sigma=0``, ``use_tis=False`` and ``loss_groups=1`` a step is exactly a ``GRPOTrainer``
     step (with more groups, up to rounding). Tool calling
-    and continuous batching are not supported.
+    and continuous batching are not supported. The private TRL methods overridden here are checked
+    against the installed TRL when a trainer is built (``psnlib.trainer.compat``).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         similarity: Similarity | None = None,
         **kwargs: Any,
     ) -> None:
+        check_overrides(type(self), GRPOTrainer)  # the TRL methods below still look as written for
         args = PSNGRPOConfig() if args is None else args
         if not isinstance(args, PSNGRPOConfig):
             raise TypeError(f"args must be a PSNGRPOConfig, got {type(args).__name__}")
