@@ -3,6 +3,7 @@ and a table, and is published executed with its figures inline; the committed no
 source people edit in JupyterLab) are thin and stored without outputs."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -81,6 +82,41 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
     stderr = [out.text for out in outputs if out.get("name") == "stderr"]
     assert not stderr, f"warnings in the executed notebook: {stderr}"
     assert "widgets" not in executed.metadata, "widget state in the published notebook"
+    assert_whole_report(outputs)
+
+
+FIRST_STATE = re.compile(r"(?<![\d.])0%\|")  # a progress bar shown at its start
+# pandas' cuts: a "..." cell of an HTML table (a cut column or row), or a text row of dots only
+# pandas' cuts: a "..." cell of an HTML table, a text row of dots only, or its "[R rows x C
+# columns]" footer
+CUT_CELL = re.compile(
+    r"<t[dh][^>]*>\.\.\.</t[dh]>|^[ \t]*\.\.+(?:[ \t]+\.\.+)+[ \t]*$|^\[\d+ rows x \d+ columns\]$",
+    re.M,
+)
+
+
+def assert_whole_report(outputs: list) -> None:
+    """The published report shows each progress bar in its final state, and every table whole:
+    no "0%" bar (the widget's text fallback) and no cell that pandas cut to "..."."""
+    for out in outputs:
+        data = out.get("data", {})
+        text = data.get("text/plain", "") + out.get("text", "")
+        assert not FIRST_STATE.search(text), f"a progress bar at its first state: {text[:200]}"
+        for shown in (data.get("text/html", ""), data.get("text/plain", "")):
+            assert not CUT_CELL.search(shown), f"a table shown cut: {shown[:300]}"
+
+
+def test_the_report_check_fails_on_a_first_state_bar_and_a_cut_table():
+    with pytest.raises(AssertionError, match="first state"):
+        assert_whole_report([{"data": {"text/plain": "policies:   0%|          | 0/3"}}])
+    with pytest.raises(AssertionError, match="cut"):
+        assert_whole_report([{"data": {"text/html": "<tr><td>1</td><td>...</td></tr>"}}])
+    with pytest.raises(AssertionError, match="cut"):
+        assert_whole_report(
+            [{"data": {"text/plain": "   a  ...  f\n0  0  ...  0\n.. ..  ... ..\n"}}]
+        )
+    assert_whole_report([{"data": {"text/plain": "policies: 100%|##########| 3/3 (10.0%)"}}])
+    assert_whole_report([{"data": {"text/html": "<td>... at about equal pass@1</td>"}}])
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):

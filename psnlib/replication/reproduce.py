@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import os
 import platform
 import sys
@@ -66,7 +67,13 @@ TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and f
 # The kernel's own log at ERROR: ipykernel 7 warns at every start that its localhost TCP sockets
 # are unencrypted (17 identical lines per reproduction); cell output, the notebooks' warnings
 # included, is not the kernel's log and still shows.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+# And tables whole: pandas' display cuts a long table to "..." rows and columns, the papers'
+# numbers among them; a published report shows every cell.
+WHOLE_TABLES = (
+    "import pandas; pandas.set_option('display.max_rows', None, 'display.max_columns', None, "
+    "'display.max_colwidth', None, 'display.width', 250)"
+)
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines={WHOLE_TABLES}"]
 
 
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
@@ -130,24 +137,46 @@ def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) ->
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def static_report(nb: nbformat.NotebookNode, *roots: Path) -> nbformat.NotebookNode:
-    """An executed notebook as a static report: each progress-bar widget kept as its final text,
+    """An executed notebook as a static report: each progress-bar widget replaced by its final
+    state as text (``final_bar``; the widget's own text fallback is its first state, "0%"),
     without the widget state (two thirds of the bytes of the executed notebooks at smoke), and
     each absolute path in ``roots`` (the checkout, then a ``--out`` directory) written as ``..``,
     as a default run's checkout reads from ``notebooks/``, where the notebooks run: the report
     names no machine's directories (``figures_dir = "../figures/cpu"`` either way)."""
-    nb.metadata.pop("widgets", None)
+    state = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            output.get("data", {}).pop(WIDGET_VIEW, None)
+            view = output.get("data", {}).pop(WIDGET_VIEW, None)
+            final = final_bar(state, view["model_id"]) if view else None
+            if final is not None:
+                output["data"]["text/plain"] = final
     if not roots:
         return nb
     text = nbformat.writes(nb)  # paths hold no character that JSON escapes
     for root in roots:
         text = text.replace(f"{root}/", "../")
     return nbformat.reads(text, as_version=4)
+
+
+def final_bar(state: dict[str, Any], model_id: str, width: int = 10) -> str | None:
+    """The text of a tqdm notebook bar (an HBox of HTML, FloatProgress, HTML) in the final state
+    the kernel saved, as tqdm prints it: ``"policies: 100%|##########| 3/3 [00:00<00:00]"``
+    with block characters; None if the widget is not such a bar or its state was not saved."""
+    children = state.get(model_id, {}).get("state", {}).get("children", [])
+    models = [state.get(c.removeprefix("IPY_MODEL_"), {}) for c in children]
+    if [m.get("model_name") for m in models] != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
+        return None
+    left, bar, right = (m["state"] for m in models)
+    done = (bar.get("value") or 0) / bar["max"] if bar.get("max") else 0.0
+    filled = round(width * min(max(done, 0.0), 1.0))
+    text = (
+        f"{left.get('value', '')}|{'█' * filled}{' ' * (width - filled)}|{right.get('value', '')}"
+    )
+    return html.unescape(text).replace("\u2007", " ")
 
 
 def _build(spec: PolicySpec) -> str:
