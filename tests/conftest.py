@@ -1,7 +1,20 @@
-"""Fixtures shared by several test files."""
+"""Fixtures and builders shared by several test files: one thread, and the tiny trainer setup
+(a smoke-size policy, four Countdown prompts, a reward that varies across random completions)."""
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from datasets import Dataset
+
+from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+
+PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
+G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
+# A run of three steps with a checkpoint after each (resume and fault tests)
+CHECKPOINTED = {"max_steps": 3, "save_strategy": "steps", "save_steps": 1, "sigma": 0.01}
 
 
 @pytest.fixture
@@ -11,3 +24,55 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def distinct_chars(completions: list[str], **kwargs) -> list[float]:
+    """A cheap reward that varies across random completions, so advantages are non-zero."""
+    return [len(set(c)) / 10 for c in completions]
+
+
+def tiny_settings(output_dir: str | Path, **overrides: Any) -> dict[str, Any]:
+    """Trainer settings of one short CPU step: 2 prompts x G rollouts of 8 tokens, fp32."""
+    return {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 2 * G,  # the smallest real batch
+        "num_generations": G,
+        "max_completion_length": 8,  # short rollouts keep a step well under a second
+        "max_steps": 1,
+        "learning_rate": 1e-2,  # large, so one step visibly moves the weights
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "bf16": False,  # CPU fp32, so the comparisons can be tight
+        "gradient_checkpointing": False,
+        "use_cpu": True,
+        "seed": 0,
+        **overrides,
+    }
+
+
+def tiny_trainer(
+    output_dir: str | Path,
+    trainer_cls: type = PSNGRPOTrainer,
+    config_cls: type = PSNGRPOConfig,
+    reward: Any = distinct_chars,
+    train_dataset: Dataset | None = None,
+    **overrides: Any,
+) -> PSNGRPOTrainer:
+    """A trainer (PSN-GRPO, or TRL's GRPO with ``GRPOConfig``) on the smoke-size tiny policy of
+    seed 0; ``train_dataset`` defaults to ``PROMPTS``; ``overrides`` are config settings, but
+    ``similarity`` goes to the trainer."""
+    tokenizer = build_tokenizer()
+    extra = {"similarity": overrides.pop("similarity")} if "similarity" in overrides else {}
+    if train_dataset is None:
+        train_dataset = Dataset.from_dict({"prompt": PROMPTS})
+    return trainer_cls(
+        model=tiny_policy(size="smoke", tokenizer=tokenizer, seed=0),
+        reward_funcs=reward,
+        args=config_cls(**tiny_settings(output_dir, **overrides)),
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS})
+        if train_dataset is None
+        else train_dataset,
+        processing_class=tokenizer,
+        **extra,
+    )

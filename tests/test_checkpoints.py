@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from conftest import CHECKPOINTED, PROMPTS, distinct_chars, tiny_settings, tiny_trainer
 from datasets import Dataset
 
 from psnlib.models import build_tokenizer, tiny_policy
@@ -25,36 +26,14 @@ from psnlib.trainer.checkpoints import (
     complete_checkpoints,
 )
 
-PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal
 STEPS = 3
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
-def distinct_chars(completions: list[str], **kwargs) -> list[float]:
-    return [len(set(c)) / 10 for c in completions]
-
-
 def config(output_dir: Path, **overrides) -> PSNGRPOConfig:
-    return PSNGRPOConfig(
-        output_dir=str(output_dir),
-        per_device_train_batch_size=8,  # 2 prompts x 4 rollouts
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=STEPS,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="steps",
-        save_steps=1,
-        gradient_checkpointing=False,
-        use_cpu=True,
-        bf16=False,
-        seed=0,
-        sigma=0.01,
-        **overrides,
-    )
+    return PSNGRPOConfig(**tiny_settings(output_dir, **{**CHECKPOINTED, **overrides}))
 
 
 def run(output_dir: Path, **overrides) -> tuple[PSNGRPOTrainer, list[dict]]:
@@ -173,13 +152,8 @@ def test_the_last_checkpoint_failing_to_load_is_an_error_naming_it(whole, tmp_pa
 def test_train_resumes_only_a_complete_checkpoint(whole, tmp_path):
     out = interrupted(whole[0], tmp_path)
     (out / "checkpoint-2" / "scheduler.pt").unlink()
-    trainer = PSNGRPOTrainer(
-        model=tiny_policy(size="smoke", tokenizer=build_tokenizer(), seed=0),
-        reward_funcs=distinct_chars,
-        args=config(out),
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS * 4}),
-        processing_class=build_tokenizer(),
-    )
+    data = Dataset.from_dict({"prompt": PROMPTS * 4})
+    trainer = tiny_trainer(out, train_dataset=data, **CHECKPOINTED)
     message = rf"cannot resume from {out / 'checkpoint-2'}: scheduler.pt is missing"
     with pytest.raises(ValueError, match=message):
         trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))
@@ -224,14 +198,8 @@ def test_a_failed_checkpoint_write_names_it_and_leaves_no_staging(
     tmp_path, monkeypatch, error, free, message
 ):
     full_disk(monkeypatch, error, free)
-    tokenizer = build_tokenizer()
-    trainer = PSNGRPOTrainer(
-        model=tiny_policy(size="smoke", tokenizer=tokenizer, seed=0),
-        reward_funcs=distinct_chars,
-        args=config(tmp_path),
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS * 4}),
-        processing_class=tokenizer,
-    )
+    data = Dataset.from_dict({"prompt": PROMPTS * 4})
+    trainer = tiny_trainer(tmp_path, train_dataset=data, **CHECKPOINTED)
     with pytest.raises(OSError, match=message) as raised:
         trainer.train()
     assert "\n" not in str(raised.value)

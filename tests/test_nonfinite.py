@@ -9,48 +9,25 @@ import re
 
 import pytest
 import torch
+from conftest import CHECKPOINTED, PROMPTS, tiny_trainer
 from datasets import Dataset
 from safetensors.torch import load_file
+from trl import GRPOTrainer
 from trl.import_utils import is_vllm_available
 
-from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.replication.cli import main
-from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.trainer import PSNGRPOTrainer
 from psnlib.trainer.checkpoints import STAGING
 
-PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 SETTINGS = "sigma=0.01, learning_rate=0.01, temperature=1, beta=0, weight_decay=0, max_grad_norm=1"
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def make_trainer(output_dir, **overrides) -> PSNGRPOTrainer:
-    tokenizer = build_tokenizer()
-    args = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 8,  # 2 prompts x 4 rollouts
-        "num_generations": 4,
-        "max_completion_length": 8,
-        "max_steps": 3,
-        "learning_rate": 1e-2,
-        "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "steps",
-        "save_steps": 1,
-        "gradient_checkpointing": False,
-        "use_cpu": True,
-        "bf16": False,
-        "seed": 0,
-        "sigma": 0.01,
-        **overrides,
-    }
-    return PSNGRPOTrainer(
-        model=tiny_policy(size="smoke", tokenizer=tokenizer, seed=0),
-        reward_funcs=lambda completions, **kw: [len(set(c)) / 10 for c in completions],
-        args=PSNGRPOConfig(**args),
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS * 4}),
-        processing_class=tokenizer,
-    )
+    """Three steps with a checkpoint after each (``conftest.CHECKPOINTED``)."""
+    data = Dataset.from_dict({"prompt": PROMPTS * 4})
+    return tiny_trainer(output_dir, train_dataset=data, **{**CHECKPOINTED, **overrides})
 
 
 def saved(output_dir) -> list[str]:
@@ -122,9 +99,9 @@ def test_the_command_line_ends_a_non_finite_run_in_one_line(tmp_path, monkeypatc
     """``python -m psnlib train`` whose run goes NaN exits with the trainer's one-line error,
     and no trained policy is written."""
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
-    real_loss = PSNGRPOTrainer.compute_loss
+    real_loss = GRPOTrainer.compute_loss  # patched on TRL's class: PSNGRPOTrainer's stays as built
     monkeypatch.setattr(
-        PSNGRPOTrainer, "compute_loss", lambda self, *a, **k: real_loss(self, *a, **k) * math.nan
+        GRPOTrainer, "compute_loss", lambda self, *a, **k: real_loss(self, *a, **k) * math.nan
     )
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_:

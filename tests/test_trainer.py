@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import PROMPTS, G, distinct_chars, tiny_settings, tiny_trainer
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
@@ -15,14 +16,7 @@ from psnlib.schedulers import DiversitySigma, KLTargetSigma, self_certainty
 from psnlib.tis import tis_weights
 from psnlib.trainer import SCHEDULER_STATE, PSNGRPOConfig, PSNGRPOTrainer
 
-PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
-G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
 GENERATE = {"rollout_engine": "generate"}  # TRL's own sampler, for exact comparisons with TRL
-
-
-def distinct_chars(completions: list[str], **kwargs) -> list[float]:
-    """A cheap reward that varies across random completions, so advantages are non-zero."""
-    return [len(set(c)) / 10 for c in completions]
 
 
 def first_is_digit(completions: list[str], **kwargs) -> list[float]:
@@ -32,41 +26,6 @@ def first_is_digit(completions: list[str], **kwargs) -> list[float]:
 
 # floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.floats]  # tests/conftest.py
-
-
-def settings(tmp_path, **overrides) -> dict:
-    return {
-        "output_dir": str(tmp_path),
-        "per_device_train_batch_size": 8,  # 2 prompts x G per step: the smallest real batch
-        "num_generations": G,
-        "max_completion_length": 8,  # short rollouts keep a step well under a second
-        "max_steps": 1,
-        "learning_rate": 1e-2,  # large, so one step visibly moves the weights
-        "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "no",
-        "bf16": False,  # CPU fp32, so the comparisons can be tight
-        "gradient_checkpointing": False,
-        "use_cpu": True,
-        "seed": 0,
-        **overrides,
-    }
-
-
-def make_trainer(tmp_path, trainer_cls=PSNGRPOTrainer, config_cls=PSNGRPOConfig, **overrides):
-    tokenizer = build_tokenizer()
-    model = tiny_policy(size="smoke", tokenizer=tokenizer, seed=0)
-    reward = overrides.pop("reward", distinct_chars)
-    extra = {"similarity": overrides.pop("similarity")} if "similarity" in overrides else {}
-    dataset = overrides.pop("train_dataset", Dataset.from_dict({"prompt": PROMPTS}))
-    return trainer_cls(
-        model=model,
-        reward_funcs=reward,
-        args=config_cls(**settings(tmp_path, **overrides)),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        **extra,
-    )
 
 
 def generation_batch(prompts: list[str]) -> list[dict]:
@@ -132,41 +91,43 @@ def logps_of(model, prompt_ids, completion_ids, temperature: float) -> torch.Ten
 )
 def test_bad_settings_fail_at_config_time(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        PSNGRPOConfig(**settings(tmp_path, **overrides))
+        PSNGRPOConfig(**tiny_settings(tmp_path, **overrides))
 
 
 def test_scheduler_settings_only_matter_for_their_scheduler(tmp_path):
-    config = PSNGRPOConfig(**settings(tmp_path, sigma=0.0, div_beta=2.0, kl_target=-1.0))
+    config = PSNGRPOConfig(**tiny_settings(tmp_path, sigma=0.0, div_beta=2.0, kl_target=-1.0))
     assert config.sigma_schedule().step() == 0.0  # fixed: bounds and targets are not read
 
 
 def test_noise_targets_may_be_one_string(tmp_path):
-    config = PSNGRPOConfig(**settings(tmp_path, noise_targets="attn"))
+    config = PSNGRPOConfig(**tiny_settings(tmp_path, noise_targets="attn"))
     assert config.noise_config().targets == ("attn",)
 
 
 def test_passk_k_is_only_checked_in_passk_mode(tmp_path):
-    assert PSNGRPOConfig(**settings(tmp_path, passk_k=G + 1)).advantage_mode == "grpo"
+    assert PSNGRPOConfig(**tiny_settings(tmp_path, passk_k=G + 1)).advantage_mode == "grpo"
 
 
 def test_target_matching_no_parameter_fails_when_the_trainer_is_built(tmp_path):
     with pytest.raises(ValueError, match=r"'conv_\.\*' matches no parameter.*mlp\.up_proj"):
-        make_trainer(tmp_path, noise_targets=["mlp", "conv_.*"])
+        tiny_trainer(tmp_path, noise_targets=["mlp", "conv_.*"])
 
 
 def test_diversity_scheduler_needs_linear_noise_targets(tmp_path):
     with pytest.raises(ValueError, match=r"nn.Linear layers only.*RMSNorm"):
-        make_trainer(tmp_path, sigma_scheduler="diversity", noise_targets=["mlp", "norm"])
+        tiny_trainer(tmp_path, sigma_scheduler="diversity", noise_targets=["mlp", "norm"])
     with pytest.raises(ValueError, match=r"nn.Linear layers only.*RMSNorm"):
-        make_trainer(tmp_path, noise_scope="rollout", noise_targets=["mlp", "norm"])
+        tiny_trainer(tmp_path, noise_scope="rollout", noise_targets=["mlp", "norm"])
 
 
 def test_psnlib_rollouts_need_a_llama_layout_model_and_plain_sampling(tmp_path):
     with pytest.raises(ValueError, match=r"got \{'top_p': 0.9\}; set rollout_engine='generate'"):
-        PSNGRPOConfig(**settings(tmp_path, top_p=0.9))
-    assert PSNGRPOConfig(**settings(tmp_path, top_p=0.9, rollout_engine="generate")).top_p == 0.9
+        PSNGRPOConfig(**tiny_settings(tmp_path, top_p=0.9))
+    assert (
+        PSNGRPOConfig(**tiny_settings(tmp_path, top_p=0.9, rollout_engine="generate")).top_p == 0.9
+    )
     with pytest.raises(ValueError, match=r"unknown rollout_engine 'vllm'; allowed: psnlib"):
-        PSNGRPOConfig(**settings(tmp_path, rollout_engine="vllm"))
+        PSNGRPOConfig(**tiny_settings(tmp_path, rollout_engine="vllm"))
 
 
 # ----------------------------------------------------------------------------- equivalence
@@ -197,7 +158,7 @@ def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path, groups):
         ("trl", GRPOTrainer, GRPOConfig, {}),
         ("psn", PSNGRPOTrainer, PSNGRPOConfig, psn),
     ]:
-        trainer = make_trainer(tmp_path / name, trainer_cls, config_cls, **extra)
+        trainer = tiny_trainer(tmp_path / name, trainer_cls, config_cls, **extra)
         grab = GradientsBeforeTheStep(trainer.model)
         trainer.add_callback(grab)
         before = params(trainer.model)
@@ -227,7 +188,7 @@ def test_sigma0_without_tis_is_exactly_a_grpo_step(tmp_path, groups):
 
 def test_psnlib_rollouts_train_exactly_like_trl_on_the_same_completions(tmp_path, monkeypatch):
     """The psnlib engine changes only who samples: TRL's step on its completions is the same."""
-    psn = make_trainer(tmp_path / "psn", sigma=0.0, use_tis=False, loss_groups=1)
+    psn = tiny_trainer(tmp_path / "psn", sigma=0.0, use_tis=False, loss_groups=1)
     sampled = []
     generate = psn._generate_single_turn
     monkeypatch.setattr(
@@ -235,7 +196,7 @@ def test_psnlib_rollouts_train_exactly_like_trl_on_the_same_completions(tmp_path
     )
     before = params(psn.model)
     psn.train()
-    trl = make_trainer(tmp_path / "trl", GRPOTrainer, GRPOConfig)
+    trl = tiny_trainer(tmp_path / "trl", GRPOTrainer, GRPOConfig)
     monkeypatch.setattr(trl, "_generate_single_turn", lambda *a: (sampled[0][0], None))
     trl.train()
     psn_log, trl_log = psn.state.log_history[0], trl.state.log_history[0]
@@ -259,7 +220,7 @@ def test_psnlib_rollouts_train_exactly_like_trl_on_the_same_completions(tmp_path
 def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(
     tmp_path, scope, scheduler, engine
 ):
-    trainer = make_trainer(
+    trainer = tiny_trainer(
         tmp_path,
         sigma=0.05,
         noise_scope=scope,
@@ -293,7 +254,7 @@ def test_behaviour_logps_are_those_of_an_independently_perturbed_copy(
 
 
 def test_tis_weights_multiply_the_per_token_loss(tmp_path):
-    trainer = make_trainer(tmp_path, sigma=0.05, noise_scope="rollout", tis_cap=1.1)
+    trainer = tiny_trainer(tmp_path, sigma=0.05, noise_scope="rollout", tis_cap=1.1)
     trainer.model.train()
     inputs = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
     mask = inputs["completion_mask"]
@@ -319,7 +280,7 @@ def test_tis_weights_multiply_the_per_token_loss(tmp_path):
 
 def test_off_policy_updates_fold_tis_into_the_advantages(tmp_path):
     # Two optimizer steps per generation batch: TRL keeps rollout-time clean log-probs.
-    trainer = make_trainer(tmp_path, sigma=0.05, num_iterations=2, tis_cap=2.0)
+    trainer = tiny_trainer(tmp_path, sigma=0.05, num_iterations=2, tis_cap=2.0)
     assert trainer.off_policy_mask_threshold is None  # no TIS in the loss on this path
     trainer.model.train()
     output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
@@ -338,7 +299,7 @@ def test_off_policy_updates_fold_tis_into_the_advantages(tmp_path):
 
 
 def test_a_noisy_training_step_logs_psn_metrics(tmp_path):
-    trainer = make_trainer(tmp_path, sigma=0.05, noise_scope="rollout")
+    trainer = tiny_trainer(tmp_path, sigma=0.05, noise_scope="rollout")
     before = params(trainer.model)
     trainer.train()
     log = trainer.state.log_history[0]
@@ -350,7 +311,7 @@ def test_a_noisy_training_step_logs_psn_metrics(tmp_path):
 
 
 def test_evaluation_samples_the_clean_policy(tmp_path):
-    trainer = make_trainer(tmp_path, sigma=0.05)
+    trainer = tiny_trainer(tmp_path, sigma=0.05)
     trainer.model.eval()
     prompt_ids = [build_tokenizer()(p)["input_ids"] for p in PROMPTS[:2] for _ in range(G)]
     _, logprobs = trainer._generate_single_turn(prompt_ids, None, {}, G)
@@ -358,7 +319,7 @@ def test_evaluation_samples_the_clean_policy(tmp_path):
 
 
 def test_passk_mode_replaces_the_advantages(tmp_path):
-    trainer = make_trainer(tmp_path, advantage_mode="passk", passk_k=2, reward=first_is_digit)
+    trainer = tiny_trainer(tmp_path, advantage_mode="passk", passk_k=2, reward=first_is_digit)
     trainer.model.train()
     output = trainer._generate_and_score_completions(generation_batch(PROMPTS[:2]))
     rewards = trainer._rewards_per_func[:, 0]
@@ -370,7 +331,7 @@ def test_passk_mode_replaces_the_advantages(tmp_path):
 
 
 def test_kl_target_scheduler_updates_sigma_from_each_steps_kl_proxy(tmp_path):
-    trainer = make_trainer(
+    trainer = tiny_trainer(
         tmp_path,
         sigma=0.05,
         sigma_scheduler="kl_target",
@@ -388,7 +349,7 @@ def test_kl_target_scheduler_updates_sigma_from_each_steps_kl_proxy(tmp_path):
 
 
 def test_diversity_scheduler_samples_clean_pairs_and_logs_every_signal(tmp_path, monkeypatch):
-    trainer = make_trainer(
+    trainer = tiny_trainer(
         tmp_path,
         sigma=0.05,
         noise_scope="rollout",
@@ -436,7 +397,7 @@ def test_variant_ii_pairs_leave_the_rollouts_unchanged(tmp_path, engine):
     adaptive scheduler starts from: it only multiplies sigma, so 0 is not allowed)."""
     rollouts = []
     for scheduler in ("fixed", "diversity"):
-        trainer = make_trainer(
+        trainer = tiny_trainer(
             tmp_path / scheduler,
             sigma=1e-6,
             sigma_scheduler=scheduler,
@@ -455,7 +416,7 @@ def test_variant_ii_pairs_leave_the_rollouts_unchanged(tmp_path, engine):
 
 
 def test_similarity_is_pluggable(tmp_path):
-    trainer = make_trainer(
+    trainer = tiny_trainer(
         tmp_path, sigma_scheduler="diversity", similarity=lambda a, b: [0.25] * len(a)
     )
     trainer.train()
@@ -469,12 +430,12 @@ def test_scheduler_state_is_checkpointed_and_restored(tmp_path):
         "kl_target": 10.0,  # far above any KL proxy here: sigma rises every step
         "max_steps": 2,
     }
-    trainer = make_trainer(tmp_path, **schedule, save_strategy="steps", save_steps=1)
+    trainer = tiny_trainer(tmp_path, **schedule, save_strategy="steps", save_steps=1)
     trainer.train()
     assert trainer.sigma == pytest.approx(0.05 * 1.01**2)
     saved = json.loads((tmp_path / "checkpoint-1" / SCHEDULER_STATE).read_text())
     assert saved == {"sigma": pytest.approx(0.05 * 1.01)}
-    resumed = make_trainer(tmp_path / "resumed", **schedule)
+    resumed = tiny_trainer(tmp_path / "resumed", **schedule)
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))  # runs step 2 only
     step2 = next(row for row in resumed.state.log_history if row.get("step") == 2)
     assert step2["psn/sigma"] == pytest.approx(0.05 * 1.01)
@@ -503,7 +464,7 @@ WEAK = ["7*3=21,", "", "9*2=18,", "5+6=11,"]  # one weak prefix per PROMPTS row;
 
 def prefixed_trainer(tmp_path, **overrides):
     dataset = Dataset.from_dict({"prompt": PROMPTS, "weak_prefix": WEAK})
-    return make_trainer(tmp_path, train_dataset=dataset, **overrides)
+    return tiny_trainer(tmp_path, train_dataset=dataset, **overrides)
 
 
 def prefix_batch(prompts: list[str], prefixes: list[str]) -> list[dict]:
@@ -517,15 +478,15 @@ def prefix_batch(prompts: list[str], prefixes: list[str]) -> list[dict]:
 def test_prefix_probability_is_checked_at_config_time(tmp_path):
     for p in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match=rf"prefix_prob must be in \[0, 1\], got {p}"):
-            PSNGRPOConfig(**settings(tmp_path, prefix_prob=p))
+            PSNGRPOConfig(**tiny_settings(tmp_path, prefix_prob=p))
 
 
 def test_prefix_branch_needs_the_weak_prefix_column(tmp_path):
     with pytest.raises(
         ValueError, match=r"prefix_prob=0.5 needs a 'weak_prefix' column .*'prompt'"
     ):
-        make_trainer(tmp_path, prefix_prob=0.5)  # when the trainer is built, before training
-    trainer = make_trainer(tmp_path, prefix_prob=0.0)
+        tiny_trainer(tmp_path, prefix_prob=0.5)  # when the trainer is built, before training
+    trainer = tiny_trainer(tmp_path, prefix_prob=0.0)
     trainer.args.prefix_prob = 0.5  # rows without a prefix string still fail at the step
     trainer.model.train()
     with pytest.raises(ValueError, match="string column 'weak_prefix'"):
@@ -534,7 +495,7 @@ def test_prefix_branch_needs_the_weak_prefix_column(tmp_path):
 
 def test_with_p0_a_step_is_the_plain_trainers_step(tmp_path):
     runs = []
-    for name, make in (("plain", make_trainer), ("p0", prefixed_trainer)):
+    for name, make in (("plain", tiny_trainer), ("p0", prefixed_trainer)):
         trainer = make(tmp_path / name, sigma=0.05, prefix_prob=0.0)
         trainer.train()
         runs.append((trainer.state.log_history[0], params(trainer.model)))
