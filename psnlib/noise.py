@@ -4,11 +4,16 @@ PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * 
 ``eps ~ N(0, I)`` drawn once and held fixed for the whole trajectory, and learns on the clean ``W``.
 
 - ``targets``: which weights are perturbed: a named site or regex patterns over parameter names.
-  A site picks ``nn.Linear`` layers of the decoder blocks by role (the layer's attribute name):
-  ``mlp`` the gate / up / down projections (the paper's choice), ``attn`` the q / k / v / o
+  The linear sites pick ``nn.Linear`` layers of the decoder blocks by role (the layer's attribute
+  name): ``mlp`` the gate / up / down projections (the paper's choice), ``attn`` the q / k / v / o
   projections, ``all`` every linear layer of the decoder blocks; never a norm (e.g. Qwen3's
   per-head ``q_norm`` / ``k_norm``), an embedding or the head. The weight and bias (if any) of
-  each chosen layer are perturbed.
+  each chosen layer are perturbed. ``every_parameter`` is what the authors' released code
+  perturbs: every floating-point parameter of the model (embeddings, attention, MLP, norms,
+  biases, head). A weight tied between the embedding and the head is one parameter: it is
+  perturbed once, under its first name (``model.embed_tokens.weight``), and both uses see that
+  one draw. Only ``perturbed`` (in place) and whole-weight copies (vLLM) serve it; per-row noise
+  (``perturbed_rows`` with several indices) runs ``nn.Linear`` layers only.
 - ``scope``: how many noise samples a training step uses. ``step``: one for the whole step (the
   authors' released code). ``prompt``: one per prompt group. ``rollout``: rollout k of every group
   gets sample k, so a group of G rollouts sees G different brains (the paper's per-trajectory
@@ -34,12 +39,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+EVERY_PARAMETER = "every_parameter"  # the released code's site
 # Each site: the roles (attribute names) of the nn.Linear layers it takes inside the decoder
-# blocks (modules named ``...layers.<i>...``); None takes every nn.Linear there.
+# blocks (modules named ``...layers.<i>...``); None takes every nn.Linear there. EVERY_PARAMETER
+# holds no roles: it takes every floating-point parameter, in the blocks or not.
 SITES: dict[str, tuple[str, ...] | None] = {
     "mlp": ("gate_proj", "up_proj", "down_proj"),  # the paper's best site
     "attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
     "all": None,  # every linear layer of the decoder blocks
+    EVERY_PARAMETER: (),  # every parameter: embeddings, norms and head too (site_parameters)
 }
 _BLOCK = re.compile(r"(^|\.)layers\.\d+\.")  # a module inside decoder block i
 SCOPES = ("step", "prompt", "rollout")
@@ -84,8 +92,11 @@ class NoiseConfig:
 
 
 def site_parameters(model: nn.Module, site: str) -> dict[str, nn.Parameter]:
-    """The weights and biases of the ``nn.Linear`` layers of the decoder blocks that ``site``
-    (a key of ``SITES``) picks by role."""
+    """The parameters of ``site`` (a key of ``SITES``): for ``EVERY_PARAMETER`` every
+    floating-point parameter (a tied one once, ``named_parameters`` skips repeats), else the
+    weights and biases of the ``nn.Linear`` layers of the decoder blocks that it picks by role."""
+    if site == EVERY_PARAMETER:
+        return {name: p for name, p in model.named_parameters() if p.is_floating_point()}
     roles = SITES[site]
     return {
         f"{name}.{kind}": param

@@ -161,6 +161,26 @@ def test_rollout_scope_syncs_once_per_noise_sample_and_routes_each_row_to_its_ow
     assert all(c for c in completions)  # every row got its completion back in place
 
 
+@pytest.mark.parametrize("scope", ["step", "rollout"])
+def test_every_parameter_site_syncs_every_weight_noisy(scope):
+    """The released code's site: embeddings, norms and every other weight reach vLLM as
+    ``W + sigma * eps``, drawn as ``perturbed`` draws them (the tied head: vLLM ties it)."""
+    model, tokenizer = policy()
+    clean = weights_of(model)
+    every = NoiseConfig(sigma=0.05, targets="every_parameter", seed=0)
+    generation = FakeGeneration(model, Accelerator(cpu=True), tokenizer)
+    ids = [tokenizer(p)["input_ids"] for p in PROMPTS for _ in range(G)]
+    noise = noise_indices(len(PROMPTS), G, scope).tolist()
+    generate_noisy(generation, model, every, 3, 0.05, ids, noise)
+
+    assert len(generation.engine.syncs) == len(set(noise))
+    for k, sync in enumerate(generation.engine.syncs):
+        assert_same(sync, noisy_weights_of(model, 3, k, 0.05, every))
+        assert all(not torch.equal(sync[n], clean[n]) for n in clean)  # every weight, noisy
+    assert any("embed_tokens" in n for n in clean) and any("norm" in n for n in clean)
+    assert_same(weights_of(model), clean)
+
+
 def test_clean_rows_and_zero_sigma_sync_the_clean_weights():
     model, tokenizer = policy()
     clean = weights_of(model)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig
 
-from psnlib.noise import NoiseConfig
+from psnlib.noise import EVERY_PARAMETER, NoiseConfig
 from psnlib.schedulers import SCHEDULERS, DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.similarity import check_similarity
 from psnlib.tis import MAX_LOG_RATIO, check_tis
@@ -93,7 +93,9 @@ class PSNGRPOConfig(GRPOConfig):
         default_factory=lambda: ["mlp"],
         metadata={
             "help": "Perturbed weights: sites 'mlp' (the paper's choice), 'attn', 'all' (every "
-            "decoder linear layer) or regexes searched in parameter names."
+            "decoder linear layer), 'every_parameter' (every floating-point parameter, as the "
+            "released code; noise_scope='step', or any vLLM scope) or regexes searched in "
+            "parameter names."
         },
     )
     noise_scope: str = field(
@@ -222,6 +224,7 @@ class PSNGRPOConfig(GRPOConfig):
         self.name_checkpointing()
         super().__post_init__()
         self.noise_config()  # validates sigma, noise_scope and noise_targets
+        self.check_every_parameter()
         self.sigma_schedule()  # validates sigma_scheduler and its settings
         if self.sigma_scheduler == "diversity":
             check_similarity(self.div_similarity)
@@ -349,6 +352,18 @@ class PSNGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"rollout_engine='psnlib' samples softmax(logits / temperature) with temperature "
                 f"> 0 and nothing else, got {changed}; set rollout_engine='generate'"
+            )
+
+    def check_every_parameter(self) -> None:
+        """The ``every_parameter`` site also perturbs embeddings and norms, which the
+        transformers path perturbs in place, one draw for all rows: step scope only there (vLLM
+        is sent whole noisy weights per noise sample, so it serves 'rollout' too)."""
+        every = EVERY_PARAMETER in self.noise_config().targets
+        if every and self.noise_scope != "step" and not self.use_vllm:
+            raise ValueError(
+                f"noise_targets {EVERY_PARAMETER!r} with noise_scope={self.noise_scope!r} needs "
+                f"per-row noise on embeddings and norms, which runs on nn.Linear layers only; "
+                f"allowed: noise_scope='step', or use_vllm=True (scope 'step' or 'rollout')"
             )
 
     def noise_config(self) -> NoiseConfig:

@@ -4,7 +4,10 @@ One training step:
 
 1. Rollouts are sampled under noisy weights ``W~ = W + sigma * eps`` (``psnlib.noise``; one noise
    sample per step, per prompt group or per rollout index), and the log-prob of every sampled
-   token under that same noise is recorded while sampling: the behaviour log-probs.
+   token under that same noise is recorded while sampling: the behaviour log-probs. One sample
+   per step is added to the weights in place for the rollouts and taken off bit-exactly before
+   the loss; that is how the released code's site, ``every_parameter`` (embeddings, norms and
+   head too, which per-row noise cannot reach), is served.
 2. Rewards and group advantages are computed as in GRPO, or with Pass@k training.
 3. The loss runs on the clean weights. Each token's policy-gradient loss is multiplied by the TIS
    weight ``min(pi_clean / pi_noisy, C)`` (``psnlib.tis``); the noisy-vs-clean KL proxy is logged.

@@ -8,7 +8,10 @@ is active, the parameter stream that ``sync_weights`` walks yields ``W + sigma *
 targeted weight, drawn exactly as ``psnlib.noise.perturbed`` draws it (seeded by the parameter's
 name in the model, the step and the noise index), so vLLM samples the same noisy policy as the
 transformers path. Each weight is noised as TRL gathers it, which keeps DeepSpeed ZeRO-3 right
-(there an in-place perturbation would see each process's empty shard, not the weight).
+(there an in-place perturbation would see each process's empty shard, not the weight). With the
+released code's site, ``every_parameter``, every weight of the stream is noised, embeddings and
+norms included, at step or rollout scope; a head tied to the embedding is streamed once, as the
+embedding, and vLLM ties it.
 
 ``generate_noisy`` samples rows that carry noise indices: one sync and one ``generate`` call per
 distinct index (``step`` scope: one per step; ``rollout`` scope: one per noise sample, G per
