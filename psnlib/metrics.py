@@ -131,22 +131,39 @@ def solved(problems: pd.DataFrame, key: str = "prompt") -> set:
     return set(problems.loc[problems["correct"] > 0, key])
 
 
-def solved_only_by(a: pd.DataFrame, b: pd.DataFrame, key: str = "prompt") -> pd.DataFrame:
-    """Problems that ``a`` solves and ``b`` solves in none of its samples (the papers' "solved by
-    A, never by B in N samples"), listed with both counts: columns key, correct_a, n_a, n_b.
+def solved_only(correct_a, correct_b) -> np.ndarray:
+    """Per problem, whether ``a`` solves it and ``b`` solves it in none of its samples (the
+    papers' "solved by A, never by B in N samples"): ``correct_a > 0`` and ``correct_b == 0``,
+    over broadcastable arrays of correct counts."""
+    return (np.asarray(correct_a) > 0) & (np.asarray(correct_b) == 0)
 
-    ``a`` and ``b`` are per-problem tables (columns ``key``, ``n``, ``correct``) of the same
-    problems."""
+
+def solved_only_by(
+    a: pd.DataFrame, b: pd.DataFrame, on: str | list[str] = "prompt"
+) -> pd.DataFrame:
+    """The problems that ``a`` solves and ``b`` never does (``solved_only``): ``a``'s rows of
+    them, its ``n`` and ``correct`` renamed ``n_a`` and ``correct_a``, beside ``b``'s as ``n_b``
+    and ``correct_b``.
+
+    ``a`` and ``b`` are per-problem tables (columns ``on``, ``n``, ``correct``) of the same
+    problems, each problem named once by its ``on`` columns."""
+    on = [on] if isinstance(on, str) else list(on)
+
+    def named(key: tuple):  # a problem as the caller names it: its key, or tuple of keys
+        return key[0] if len(on) == 1 else key
+
+    problems = {}
     for name, t in (("a", a), ("b", b)):
-        if t[key].duplicated().any():
-            raise ValueError(
-                f"{name} lists a problem twice: {t.loc[t[key].duplicated(), key].iloc[0]!r}"
-            )
-    if set(a[key]) != set(b[key]):
-        only = sorted(set(a[key]) ^ set(b[key]))
+        keys = list(t[on].itertuples(index=False, name=None))
+        problems[name] = set(keys)
+        if len(problems[name]) < len(keys):
+            twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+            raise ValueError(f"{name} lists a problem twice: {named(twice)!r}")
+    if problems["a"] != problems["b"]:
+        only = sorted(problems["a"] ^ problems["b"])
         raise ValueError(
-            f"a and b must cover the same problems; {len(only)} differ, e.g. {only[:3]}"
+            f"a and b must cover the same problems; {len(only)} differ, e.g. "
+            f"{[named(k) for k in only[:3]]}"
         )
-    both = a[[key, "n", "correct"]].merge(b[[key, "n", "correct"]], on=key, suffixes=("_a", "_b"))
-    out = both[(both["correct_a"] > 0) & (both["correct_b"] == 0)]
-    return out[[key, "correct_a", "n_a", "n_b"]].reset_index(drop=True)
+    both = a.merge(b[[*on, "n", "correct"]], on=on, suffixes=("_a", "_b"))
+    return both[solved_only(both["correct_a"], both["correct_b"])].reset_index(drop=True)

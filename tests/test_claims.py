@@ -9,8 +9,25 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.claims import CLAIMS, STATISTICS, Claim
-from psnlib.replication.experiments import benchmarks_of, plan
+from psnlib.replication import claim_stats
+from psnlib.replication.claim_stats import (
+    DIVERSITY,
+    ENTROPY,
+    GAIN_GROWTH,
+    PASS_AT_MAX,
+    THROUGHPUT,
+    Statistic,
+)
+from psnlib.replication.claims import CLAIMS, Claim, NotRun
+from psnlib.replication.experiments import (
+    BASE_POLICY,
+    GRPO,
+    PSN,
+    Plan,
+    across_models,
+    benchmarks_of,
+    main_results,
+)
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.results import (
     check_claim,
@@ -20,12 +37,19 @@ from psnlib.replication.results import (
     results_markdown,
 )
 from psnlib.replication.results import timing_summary as no_timing
+from psnlib.replication.variants import model_name
 
 SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOT_RUN = "not run at this profile"
 BY_NAME = {c.name: c for c in CLAIMS}
+A, B = PSN.label, GRPO.label  # the hand-made tables' policies
+
+
+def _claim(statistic: Statistic = PASS_AT_MAX, **kwargs) -> Claim:
+    """A claim of the main results: PSN fixed (ours) against GRPO."""
+    return Claim("c", "p", main_results, PSN, GRPO, statistic, **kwargs)
 
 
 def _problems(policy, seeds, values):
@@ -60,7 +84,7 @@ def _table(seeds=(0, 1, 2)):
         }
 
     a, b = values(), values()
-    return a, b, pd.concat([_problems("A", seeds, a), _problems("B", seeds, b)])
+    return a, b, pd.concat([_problems(A, seeds, a), _problems(B, seeds, b)])
 
 
 def _per_seed(a, b, f, seeds=(0, 1, 2)):
@@ -86,14 +110,14 @@ def _t(d):
 @pytest.mark.parametrize(
     ("statistic", "f", "scale"),
     [
-        ("pass@max-pass@1", lambda c, _d, _e: _pass(c, 16) - _pass(c, 1), 100),
-        ("diversity", lambda _c, d, _e: d, 100),
-        ("entropy", lambda _c, _d, e: e, 1),
+        (GAIN_GROWTH, lambda c, _d, _e: _pass(c, 16) - _pass(c, 1), 100),
+        (DIVERSITY, lambda _c, d, _e: d, 100),
+        (ENTROPY, lambda _c, _d, e: e, 1),
     ],
 )
 def test_per_problem_statistics_follow_their_formula(statistic, f, scale):
     a, b, table = _table()
-    row = check_claim(Claim("c", "p", "x", "A", "B", statistic), table, SMOKE)
+    row = check_claim(_claim(statistic), table, SMOKE)
     d = scale * _per_seed(a, b, f)
     assert row["diff"] == pytest.approx(d.mean())
     assert (row["lo"], row["hi"]) == pytest.approx(_t(d))
@@ -108,8 +132,8 @@ def test_the_gain_at_the_largest_k_minus_the_gain_at_k_1():
     """pass@16 - pass@1 per problem: ours - theirs is the gain at k = 16 minus the gain at 1."""
     a = {(0, m): [(4, 0, 0), (0, 0, 0)] for m in ID}  # pass@1 1/8, pass@16 1/2
     b = {(0, m): [(8, 0, 0), (0, 0, 0)] for m in ID}  # pass@1 1/4, pass@16 1/2
-    table = pd.concat([_problems("A", [0], a), _problems("B", [0], b)])
-    row = check_claim(Claim("c", "p", "x", "A", "B", "pass@max-pass@1"), table, SMOKE)
+    table = pd.concat([_problems(A, [0], a), _problems(B, [0], b)])
+    row = check_claim(_claim(GAIN_GROWTH), table, SMOKE)
     assert row["statistic"] == "pass@16-pass@1"
     assert row["diff"] == pytest.approx(100 * ((0.5 - 0.5) - (1 / 8 - 1 / 4)))  # +12.5 points
 
@@ -128,9 +152,9 @@ def _logs(policy, seconds):
 def test_throughput_is_steps_per_minute_of_step_time_paired_by_seed():
     ours = {0: [2.0, 4.0], 1: [3.0, 3.0], 2: [1.0, 2.0]}
     theirs = {0: [2.0, 2.0], 1: [2.0, 4.0], 2: [1.5, 1.5]}
-    logs = pd.concat([_logs("A", ours), _logs("B", theirs)])
+    logs = pd.concat([_logs(A, ours), _logs(B, theirs)])
     problems = _table()[2]  # no problem enters a per-run statistic
-    claim = Claim("c", "p", "x", "A", "B", "throughput", direction=0, margin=0.08)
+    claim = _claim(THROUGHPUT, direction=0, margin=0.08)
     row = check_claim(claim, problems, SMOKE, logs)
     a = np.array([60 * 2 / sum(ours[s]) for s in (0, 1, 2)])
     b = np.array([60 * 2 / sum(theirs[s]) for s in (0, 1, 2)])
@@ -140,10 +164,9 @@ def test_throughput_is_steps_per_minute_of_step_time_paired_by_seed():
     assert (row["lo"], row["hi"]) == pytest.approx(_t(a - b))
     assert row["margin"] == pytest.approx(0.08 * b.mean()) and row["unit"] == "steps/min"
     assert row["benchmarks"] == "training runs"
-    # a notebook passes its problems only: the logs come from the cached runs, or the row says
-    # that there are none (here, hand-made policies never trained)
-    bare = check_claim(BY_NAME["Variant II costs at most ~8% throughput"], problems, SMOKE)
-    assert bare["verdict"] == NOT_RUN and "no cached training run" in bare["note"]
+    # the statistic is computed from the logs handed, never from runs found in the caches
+    with pytest.raises(ValueError, match="throughput statistic needs the runs' training logs"):
+        check_claim(claim, problems, SMOKE)
 
 
 def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
@@ -162,9 +185,12 @@ def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
         table
     )
     # the paper profile trains both other models, so both rows are computed there
-    both = {v.label for v in plan("across_models", "paper").variants}
+    both = {v.label for v in across_models("paper").variants}
     assert {"PSN fixed (meta-llama/Llama-3.1-8B)", "GRPO (Qwen/Qwen3-4B-Base)"} <= both
-    assert second.ours.format(model1="x") == "PSN fixed (x)"
+    ours, theirs = second.sides(CPU)
+    model = model_name(CPU.other_policies[0])
+    assert (ours.label, theirs.label) == (f"PSN fixed ({model})", f"GRPO ({model})")
+    assert ours.policy == CPU.other_policies[0] and (ours.arm, theirs.arm) == ("psn", "grpo")
 
 
 def test_sigma_claims_name_the_profiles_sigmas_and_are_not_run_where_they_coincide():
@@ -237,7 +263,8 @@ def test_every_claim_of_the_issue_has_a_row():
         "PSN fixed transfers out of distribution",
     }
     assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))
-    assert {c.statistic for c in CLAIMS} == set(STATISTICS)  # every statistic is used
+    declared = {s for s in vars(claim_stats).values() if isinstance(s, Statistic)}
+    assert {c.statistic for c in CLAIMS} == declared  # every statistic is used
 
 
 def test_claim_names_are_unique_and_every_notebook_exists():
@@ -248,32 +275,37 @@ def test_claim_names_are_unique_and_every_notebook_exists():
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
-def test_every_claim_names_policies_its_experiment_trains_or_is_not_run(profile):
-    from psnlib.replication.claim_stats import NotRun, resolve
-
+def test_every_claim_names_runs_its_experiment_trains_or_is_not_run(profile):
+    """The tables name a policy by its label: the experiment's policy of each side's label
+    trains the very run the claim means."""
     p = get_profile(profile)
     for claim in CLAIMS:
         try:
-            resolved = resolve(claim, p)
+            sides = claim.sides(p)
         except NotRun:
             assert profile != "paper", claim.name  # the paper profile has every policy
             continue
-        labels = {v.label for v in plan(claim.experiment, p).variants}
-        assert {resolved.ours, resolved.theirs} <= labels, (profile, claim.name)
+        plan = claim.experiment(p)
+        for v in sides:
+            (planned,) = [u for u in plan.variants if u.label == v.label]
+            seed = plan.seeds[0]
+            assert planned.run_key(p, seed) == v.run_key(p, seed), (profile, claim.name)
 
 
 def test_paper_texts_cite_prefixes_only_where_an_arm_uses_them():
     for claim in CLAIMS:
-        prefixed = "prefix" in f"{claim.ours} {claim.theirs}"
+        prefixed = "prefix" in f"{claim.ours.label} {claim.theirs.label}"
         if "Llama-3.2-1B" in claim.paper or "prefix" in claim.paper.lower():
             assert prefixed, claim.name
-    narrows = [c for c in CLAIMS if {c.ours, c.theirs} == {"base", "GRPO"}]
+    narrows = [
+        c for c in CLAIMS if BASE_POLICY in (c.ours, c.theirs) and GRPO in (c.ours, c.theirs)
+    ]
     assert narrows and all("Llama" not in c.paper for c in narrows)
 
 
 def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
     a, b, table = _table([0])
-    row = check_claim(Claim("c", "p", "x", "A", "B", "entropy"), table, SMOKE)
+    row = check_claim(_claim(ENTROPY), table, SMOKE)
     text = claims_markdown(pd.DataFrame([row]))
     assert "| benchmarks |" in text and f"| {', '.join(ID)} |" in text
     assert f"{row['diff']:+.3f}" in text  # entropy in nats, three decimals
@@ -288,18 +320,18 @@ def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(mo
     import psnlib.replication.results as results
 
     _, _, problems = _table()
-    labels = {"A": "PSN adaptive II", "B": "PSN fixed"}
+    labels = {A: "PSN adaptive II", B: "PSN fixed"}
     problems = problems.assign(policy=problems["policy"].map(labels))
     logs = pd.concat(
         [_logs("PSN adaptive II", {0: [1.0], 1: [2.0]}), _logs("PSN fixed", {0: [1.0], 1: [1.0]})]
     )
     ran = []
 
-    def fake_run(name, profile, progress=True):
-        ran.append(name)
+    def fake_run(plan, seeds=None, progress=True):
+        ran.append(plan.name)
         return {"problems": problems, "logs": logs}
 
-    monkeypatch.setattr(results, "run", fake_run)
+    monkeypatch.setattr(Plan, "run", fake_run)
     claims = (
         BY_NAME["PSN raises pass@256 on a third base model"],
         BY_NAME["Variant II costs at most ~8% throughput"],

@@ -17,6 +17,7 @@ from psnlib.metrics import (
     pass_at_k_curve,
     pass_at_k_matrix,
     solved,
+    solved_only,
     solved_only_by,
 )
 from psnlib.models import build_tokenizer, tiny_policy
@@ -152,15 +153,30 @@ def test_solved_only_by_lists_the_problems():
     out = solved_only_by(a, b)
     assert out.to_dict("list") == {
         "prompt": ["p", "s"],
-        "correct_a": [1, 2],
         "n_a": [4, 4],
+        "correct_a": [1, 2],
         "n_b": [300, 300],
+        "correct_b": [0, 0],
     }
     assert solved_only_by(b, a).empty
     with pytest.raises(ValueError, match="same problems; 1 differ, e.g. \\['p'\\]"):
         solved_only_by(a, b[b.prompt != "p"])
     with pytest.raises(ValueError, match="b lists a problem twice: 's'"):
         solved_only_by(a, pd.concat([b, b.iloc[:1]]))
+
+
+def test_solved_only_is_solved_by_one_never_by_the_other():
+    assert solved_only([3, 0, 2, 0], [0, 0, 1, 5]).tolist() == [True, False, False, False]
+    # problems named by several columns (the same prompt on two benchmarks), a's columns kept
+    a = pd.DataFrame({"benchmark": ["x", "y"], "prompt": "p", "n": 4, "correct": [2, 0]})
+    a["target"] = [7, 8]
+    b = a[["benchmark", "prompt", "n"]].assign(correct=[0, 1])
+    out = solved_only_by(a, b, on=["benchmark", "prompt"])
+    assert out[["benchmark", "target", "correct_a", "correct_b"]].values.tolist() == [
+        ["x", 7, 2, 0]
+    ]
+    with pytest.raises(ValueError, match=r"1 differ, e.g. \[\('y', 'p'\)\]"):
+        solved_only_by(a, b.iloc[:1], on=["benchmark", "prompt"])
 
 
 # ----------------------------------------------------------------------------- responses

@@ -110,7 +110,7 @@ def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
     plan = experiments.rl_narrows_coverage("smoke")
     problems = _problems(["base", "GRPO"], plan.seeds, plan.benchmarks)
     table = notebook.paper_beside_ours(plan, {"problems": problems})
-    claims = [c for c in CLAIMS if c.experiment == "rl_narrows_coverage"]
+    claims = [c for c in CLAIMS if c.experiment is experiments.rl_narrows_coverage]
     assert list(table.index) == [c.name for c in claims]
     assert list(table["paper"]) == [c.paper for c in claims]
     k = get_profile("smoke").ks[-1]
@@ -128,8 +128,19 @@ def test_paper_beside_ours_takes_another_experiments_claims():
     plan = experiments.adaptive_scheduler("smoke")
     labels = ["PSN adaptive II", "GRPO", "PSN fixed", "PSN adaptive I (KL)"]
     problems = _problems(labels, plan.seeds, plan.benchmarks)
-    table = notebook.paper_beside_ours(plan, {"problems": problems}, experiments.main_results)
+    seconds = {"PSN adaptive II": 2.0, "PSN fixed": 1.0}  # every step; the ablations: seed 0
+    logs = pd.DataFrame(
+        [
+            {"policy": p, "seed": 0, "step": i, "step_time": t}
+            for p, t in seconds.items()
+            for i in (1, 2)
+        ]
+    )
+    results = {"problems": problems, "logs": logs}  # as plan.run() returns them
+    table = notebook.paper_beside_ours(plan, results, experiments.main_results)
     assert "Adaptive beats fixed sigma" in table.index
+    throughput = table.loc["Variant II costs at most ~8% throughput"]  # from the logs handed
+    assert throughput["ours"] == "PSN adaptive II 30.0 vs PSN fixed 60.0 (throughput)"
     own = notebook.paper_beside_ours(plan, {"problems": problems})
     assert list(own.index) == ["Variant I (KL target) raises pass@256"]
     entropy = experiments.entropy_dynamics("smoke")

@@ -8,8 +8,22 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from psnlib.replication.claim_stats import (
+    PASS_AT_1,
+    PASS_AT_MAX,
+    SOLVED_ONLY,
+    STEP_VALIDITY,
+    Statistic,
+)
 from psnlib.replication.claims import CLAIMS, Claim
-from psnlib.replication.experiments import benchmarks_of, plan
+from psnlib.replication.experiments import (
+    BASE_POLICY,
+    GRPO,
+    PSN,
+    benchmarks_of,
+    main_results,
+    rl_narrows_coverage,
+)
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.results import (
     check_claim,
@@ -24,6 +38,12 @@ from psnlib.replication.verdicts import minimum_detectable_effect, verdict
 SMOKE = get_profile("smoke")  # n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
 OOD = benchmarks_of(SMOKE, "ood")[:1]
+A, B = PSN.label, GRPO.label  # the hand-made tables' policies
+
+
+def _claim(statistic: Statistic = PASS_AT_MAX, name: str = "c", **kwargs) -> Claim:
+    """A claim of the main results: PSN fixed (ours) against GRPO."""
+    return Claim(name, "p", main_results, PSN, GRPO, statistic, **kwargs)
 
 
 def _problems(policy: str, seeds: list[int], correct: dict) -> pd.DataFrame:
@@ -59,8 +79,8 @@ def test_multi_seed_difference_and_t_interval_match_an_independent_computation()
     seeds = [0, 1, 2]
     a = _random_counts(rng, seeds, 0, 6)
     b = _random_counts(rng, seeds, 0, 3)
-    table = pd.concat([_problems("A", seeds, a), _problems("B", seeds, b)])
-    row = check_claim(Claim("c", "p", "main_results", "A", "B", "pass@1"), table, SMOKE)
+    table = pd.concat([_problems(A, seeds, a), _problems(B, seeds, b)])
+    row = check_claim(_claim(PASS_AT_1), table, SMOKE)
     # pass@1 of each seed: mean over benchmarks of the mean over problems of c / n.
     d = [
         100 * np.mean([np.mean(a[(s, x)]) / 16 - np.mean(b[(s, x)]) / 16 for x in ID])
@@ -79,8 +99,8 @@ def test_pass_at_max_uses_the_closed_form_and_the_chosen_benchmarks():
     a = {(s, x): [1, 0, 2] for s in seeds for x in (*ID, *OOD)}
     b = {(s, x): [0, 0, 16] for s in seeds for x in (*ID, *OOD)}
     a[(1, OOD[0])] = [16, 16, 16]  # only the OOD claim sees this
-    table = pd.concat([_problems("A", seeds, a), _problems("B", seeds, b)])
-    row = check_claim(Claim("c", "p", "ood", "A", "B", "pass@max", "ood"), table, SMOKE)
+    table = pd.concat([_problems(A, seeds, a), _problems(B, seeds, b)])
+    row = check_claim(_claim(kind="ood"), table, SMOKE)
     k = SMOKE.ks[-1]
     per_seed = [
         np.mean([_pass(16, c, k) for c in a[(s, OOD[0])]])
@@ -97,7 +117,8 @@ def test_a_single_evaluation_is_paired_with_every_seed_of_the_other():
     base = _random_counts(rng, [0], 0, 16)
     grpo = _random_counts(rng, [0, 1, 2], 0, 16)
     table = pd.concat([_problems("base", [0], base), _problems("GRPO", [0, 1, 2], grpo)])
-    row = check_claim(Claim("c", "p", "x", "base", "GRPO", "pass@1"), table, SMOKE)
+    claim = Claim("c", "p", rl_narrows_coverage, BASE_POLICY, GRPO, PASS_AT_1)
+    row = check_claim(claim, table, SMOKE)
     per_seed = [
         100 * np.mean([np.mean(base[(0, x)]) / 16 - np.mean(grpo[(s, x)]) / 16 for x in ID])
         for s in (0, 1, 2)
@@ -108,11 +129,12 @@ def test_a_single_evaluation_is_paired_with_every_seed_of_the_other():
 def test_one_seed_gets_a_bootstrap_interval_over_problems_and_says_so():
     rng = np.random.default_rng(2)
     a, b = _random_counts(rng, [0], 4, 12, 40), _random_counts(rng, [0], 0, 6, 40)
-    table = pd.concat([_problems("A", [0], a), _problems("B", [0], b)])
-    row = check_claim(Claim("c", "p", "x", "A", "B", "pass@1"), table, SMOKE)
+    table = pd.concat([_problems(A, [0], a), _problems(B, [0], b)])
+    row = check_claim(_claim(PASS_AT_1), table, SMOKE)
     assert row["lo"] < row["diff"] < row["hi"] and row["lo"] > 0  # A is far ahead
     assert row["verdict"] == "exploratory" and np.isnan(row["mde"])
-    same = check_claim(Claim("c", "p", "x", "A", "A", "pass@1"), table, SMOKE)
+    ours = table[table["policy"] == A]
+    same = check_claim(_claim(PASS_AT_1), pd.concat([ours, ours.assign(policy=B)]), SMOKE)
     assert same["diff"] == 0 and same["lo"] == same["hi"] == 0
 
 
@@ -121,37 +143,25 @@ def test_solved_only_counts_each_way():
     a = {(s, x): [0, 3, 5, 0] for s in seeds for x in (*ID, *OOD)}
     b = {(s, x): [2, 0, 0, 0] for s in seeds for x in (*ID, *OOD)}
     b[(1, ID[0])] = [2, 0, 1, 0]
-    table = pd.concat([_problems("A", seeds, a), _problems("B", seeds, b)])
-    row = check_claim(Claim("c", "p", "x", "A", "B", "solved_only"), table, SMOKE)
+    table = pd.concat([_problems(A, seeds, a), _problems(B, seeds, b)])
+    row = check_claim(_claim(SOLVED_ONLY), table, SMOKE)
     # seed 0: A alone solves 2 per ID benchmark (4), B alone 1 per benchmark (2); seed 1: 3 vs 2.
     assert row["value_ours"] == pytest.approx((4 + 3) / 2)
     assert row["value_theirs"] == pytest.approx(2)
     assert row["diff"] == pytest.approx(((4 - 2) + (3 - 2)) / 2)
     # Step validity (here c / n per problem) is a share, in percent like pass@k.
-    steps = check_claim(Claim("c", "p", "x", "A", "B", "step_validity"), table, SMOKE)
+    steps = check_claim(_claim(STEP_VALIDITY), table, SMOKE)
     assert steps["value_ours"] == pytest.approx(100 * 8 / 4 / 16)
 
 
 def test_bad_claims_and_unknown_policies_fail_clearly():
-    with pytest.raises(ValueError, match="unknown statistic 'pass@7'"):
-        Claim("c", "p", "x", "A", "B", "pass@7")
     with pytest.raises(ValueError, match="kind must be"):
-        Claim("c", "p", "x", "A", "B", kind="both")
-    table = _problems("A", [0], _random_counts(np.random.default_rng(3), [0], 0, 4))
-    with pytest.raises(ValueError, match=r"no evaluation of policy 'B'; have \['A'\]"):
-        check_claim(Claim("c", "p", "x", "A", "B"), table, SMOKE)
-
-
-def test_every_claim_names_policies_of_its_experiment():
-    """Labels with format fields are resolved per profile (tests/test_claims.py)."""
-    from psnlib.replication.claim_stats import resolve
-
-    for claim in CLAIMS:
-        if "{model2}" in claim.ours:  # cpu has one other base policy: not run (test_claims)
-            continue
-        claim = resolve(claim, get_profile("cpu"))
-        labels = {v.label for v in plan(claim.experiment, "cpu").variants}
-        assert {claim.ours, claim.theirs} <= labels, claim.name
+        _claim(kind="both")
+    table = _problems(A, [0], _random_counts(np.random.default_rng(3), [0], 0, 4))
+    with pytest.raises(ValueError, match=r"no evaluation of policy 'GRPO'; have \['PSN fixed'\]"):
+        check_claim(_claim(), table, SMOKE)
+    same = Claim("c", "p", main_results, PSN, PSN)  # not a comparison
+    assert "both sides are 'PSN fixed'" in check_claim(same, table, SMOKE)["note"]
 
 
 def test_markdown_and_timing_summary(tmp_path):
@@ -163,6 +173,7 @@ def test_markdown_and_timing_summary(tmp_path):
                 "ours": "base",
                 "theirs": "GRPO",
                 "statistic": "pass@256",
+                "unit": "points",
                 "seeds": 3,
                 "value_ours": 90.0,
                 "value_theirs": 80.0,
@@ -219,6 +230,7 @@ def _row(claim: str, seeds: int, diff: float, lo: float, hi: float, theirs: floa
         "ours": "A",
         "theirs": "B",
         "statistic": "pass@256",
+        "unit": "points",
         "seeds": seeds,
         "value_ours": theirs + diff,
         "value_theirs": theirs,
@@ -231,9 +243,9 @@ def _row(claim: str, seeds: int, diff: float, lo: float, hi: float, theirs: floa
 
 def test_judge_recomputes_verdicts_from_the_intervals_and_the_claims():
     claims = (
-        Claim("up", "p", "x", "A", "B", effect=2.2),
-        Claim("same", "p", "x", "A", "B", "pass@1", direction=0, margin=0.1),
-        Claim("ablation", "p", "x", "A", "B"),
+        _claim(name="up", effect=2.2),
+        _claim(PASS_AT_1, "same", direction=0, margin=0.1),
+        _claim(name="ablation"),
     )
     table = pd.DataFrame(
         [
@@ -263,7 +275,7 @@ def test_judge_recomputes_verdicts_from_the_intervals_and_the_claims():
 
 
 def test_the_discussion_is_computed_from_the_table_not_written_once():
-    claims = (Claim("up", "p", "x", "A", "B", effect=2.2), Claim("abl", "p", "x", "A", "B"))
+    claims = (_claim(name="up", effect=2.2), _claim(name="abl"))
     one = judge(pd.DataFrame([_row("up", 10, 3.0, 1.0, 5.0), _row("abl", 1, -9, -12, -6)]), claims)
     other = judge(pd.DataFrame([_row("up", 3, -0.5, -7.5, 6.6)]), claims)
     text, text2 = discussion(one), discussion(other)

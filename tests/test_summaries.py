@@ -85,7 +85,8 @@ def test_solved_only_counts_both_ways_at_the_same_seed():
     assert only.loc[0, "only_reference"] == 1  # p2: GRPO 1, PSN 0
     assert only.loc[1, "only_policy"] == 0  # seed 1 adds one correct sample everywhere
     example = summaries.solved_only_example(problems(), "PSN", "GRPO", seed=0)
-    assert example["prompt"] == "p1" and example["correct"] == 1
+    assert example["prompt"] == "p1" and (example["correct_a"], example["correct_b"]) == (1, 0)
+    assert example["target"] == 3  # the problem's own columns, to show it
     assert summaries.solved_only_example(problems(), "PSN", "GRPO", seed=1) is None
 
 

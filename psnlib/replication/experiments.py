@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from psnlib.replication import budget
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import BASE, Variant, arms_table, compare, model_name
 from psnlib.tasks import benchmark_kind
@@ -33,6 +33,22 @@ PSN_KL = Variant("PSN adaptive I (KL)", "psn_kl")
 PSN_ADAPTIVE = Variant("PSN adaptive II", "psn_div")  # the paper's proposal
 WEAK_PREFIX = Variant("GRPO + weak prefix", "weak_prefix")  # p = 0.2, entropy cut, weak source
 MAIN = [BASE_POLICY, GRPO, PSN, PSN_ADAPTIVE]
+PSN_NO_TIS = Variant("PSN, no TIS", "psn_no_tis")
+PSN_ATTENTION = Variant("PSN attention", "psn", {"noise_targets": ["attn"]})
+PSN_ALL_LAYERS = Variant("PSN all layers", "psn", {"noise_targets": ["all"]})
+GRPO_PASSK = Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"})
+PSN_PASSK = Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"})
+
+
+def _prefix_ablation(ablation: str, value: str, settings: dict[str, Any]) -> Variant:
+    tags = {"ablation": ablation, "value": value}
+    return Variant(f"weak prefix, {ablation}={value}", "weak_prefix", settings, tags=tags)
+
+
+PREFIX_RANDOM_CUT = _prefix_ablation("truncation", "random", {"prefix_truncation": "random"})
+PREFIX_P05 = _prefix_ablation("p", "0.5", {"prefix_prob": 0.5})
+PREFIX_P1 = _prefix_ablation("p", "1.0", {"prefix_prob": 1.0})
+PREFIX_SAME_FAMILY = _prefix_ablation("source", "same family", {"prefix_source": "same_family"})
 
 
 def check_seeds(seeds: Any) -> tuple[int, ...] | None:
@@ -141,17 +157,21 @@ def main_results(profile: str | Profile = "cpu") -> Plan:
     return Plan("main_results", p, MAIN, p.seeds, benchmarks_of(p, "id"))
 
 
+def on_model(v: Variant, profile: Profile, spec: PolicySpec) -> Variant:
+    """``v`` trained from base policy ``spec`` (the profile's own or one of its
+    ``other_policies``), labelled with the model, as ``across_models`` compares it."""
+    model = model_name(spec)
+    policy = None if spec == profile.base else spec
+    tags = {"model": model, "method": v.label}
+    return Variant(f"{v.label} ({model})", v.arm, policy=policy, tags=tags)
+
+
 def across_models(profile: str | Profile = "cpu") -> Plan:
     """Base, GRPO and PSN fixed from the profile's base policy and each of its
     ``other_policies``, at the ablation seeds (notebook 03; the PSN paper's other models)."""
     p = get_profile(profile)
-    variants = []
-    for spec in (p.base, *p.other_policies):
-        model = model_name(spec)
-        policy = None if spec == p.base else spec
-        for v in (BASE_POLICY, GRPO, PSN):
-            tags = {"model": model, "method": v.label}
-            variants.append(Variant(f"{v.label} ({model})", v.arm, policy=policy, tags=tags))
+    specs = (p.base, *p.other_policies)
+    variants = [on_model(v, p, spec) for spec in specs for v in (BASE_POLICY, GRPO, PSN)]
     return Plan("across_models", p, variants, p.ablation_seeds, benchmarks_of(p, "id"))
 
 
@@ -161,7 +181,7 @@ def tis_ablation(profile: str | Profile = "cpu") -> Plan:
     return _ablation(
         "tis_ablation",
         get_profile(profile),
-        Variant("PSN, no TIS", "psn_no_tis"),
+        PSN_NO_TIS,
         Variant("PSN, sequence-level TIS", "psn", {"tis_level": "sequence"}),
         Variant("PSN, TIS cap C=2", "psn", {"tis_cap": 2.0}),
     )
@@ -173,26 +193,34 @@ def noise_site(profile: str | Profile = "cpu") -> Plan:
     return _ablation(
         "noise_site",
         get_profile(profile),
-        Variant("PSN attention", "psn", {"noise_targets": ["attn"]}),
-        Variant("PSN all layers", "psn", {"noise_targets": ["all"]}),
+        PSN_ATTENTION,
+        PSN_ALL_LAYERS,
     )
+
+
+def swept_sigma(sigma: float) -> Variant:
+    """PSN at absolute ``sigma``, as ``sigma_sweep`` compares it."""
+    tags = {"sweep": "absolute sigma", "value": sigma}
+    return Variant(f"sigma={sigma:g}", "psn", {"sigma": sigma}, tags=tags)
+
+
+def noise_scope(scope: str) -> Variant:
+    """PSN with one noise sample per ``scope`` ("step", "prompt" or "rollout"), as
+    ``sigma_sweep`` compares it."""
+    tags = {"sweep": "scope", "value": scope}
+    return Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags)
 
 
 def sigma_sweep(profile: str | Profile = "cpu") -> Plan:
     """GRPO and PSN at the profile's absolute sigmas, sigmas relative to each weight's RMS, and
     each noise scope (notebook 06)."""
     p = get_profile(profile)
-    variants = [GRPO]
-    for sigma in p.sigma_sweep:
-        tags = {"sweep": "absolute sigma", "value": sigma}
-        variants.append(Variant(f"sigma={sigma:g}", "psn", {"sigma": sigma}, tags=tags))
+    variants = [GRPO, *map(swept_sigma, p.sigma_sweep)]
     for sigma in p.relative_sigmas:
         settings = {"sigma": sigma, "noise_relative": True}
         tags = {"sweep": "relative sigma", "value": sigma}
         variants.append(Variant(f"sigma={sigma:g} x RMS", "psn", settings, tags=tags))
-    for scope in ("step", "prompt", "rollout"):
-        tags = {"sweep": "scope", "value": scope}
-        variants.append(Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags))
+    variants += [noise_scope(scope) for scope in ("step", "prompt", "rollout")]
     return Plan("sigma_sweep", p, variants, p.ablation_seeds, p.ablation_benchmarks)
 
 
@@ -209,8 +237,8 @@ def passk_training(profile: str | Profile = "cpu") -> Plan:
     return _ablation(
         "passk_training",
         p,
-        Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"}),
-        Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"}),
+        GRPO_PASSK,
+        PSN_PASSK,
     )
 
 
@@ -228,16 +256,7 @@ def weak_prefix_ablation(profile: str | Profile = "cpu") -> Plan:
     p = get_profile(profile)
     main = {"ablation": "none", "value": "p=0.2, entropy cut, weak source"}
     variants = [GRPO, Variant(WEAK_PREFIX.label, WEAK_PREFIX.arm, tags=main)]
-    for ablation, value, settings in (
-        ("truncation", "random", {"prefix_truncation": "random"}),
-        ("p", "0.5", {"prefix_prob": 0.5}),
-        ("p", "1.0", {"prefix_prob": 1.0}),
-        ("source", "same family", {"prefix_source": "same_family"}),
-    ):
-        tags = {"ablation": ablation, "value": value}
-        variants.append(
-            Variant(f"weak prefix, {ablation}={value}", "weak_prefix", settings, tags=tags)
-        )
+    variants += [PREFIX_RANDOM_CUT, PREFIX_P05, PREFIX_P1, PREFIX_SAME_FAMILY]
     return Plan("weak_prefix_ablation", p, variants, p.ablation_seeds, p.ablation_benchmarks)
 
 

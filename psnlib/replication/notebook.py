@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psnlib.replication.claim_stats import number
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import Plan, check_seeds
 from psnlib.replication.profiles import Profile, get_profile
-from psnlib.replication.results import _number, check_claim
+from psnlib.replication.results import check_claim
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
 # Names IPython puts in a notebook's namespace; never parameters.
@@ -110,24 +111,25 @@ def check_values(namespace: Mapping[str, Any]) -> None:
 def paper_beside_ours(
     plan: Plan,
     results: dict[str, pd.DataFrame],
-    tested_by: Callable[..., Plan] | None = None,
+    tested_by: Callable[[Profile], Plan] | None = None,
 ) -> pd.DataFrame:
     """Each claim of the papers that ``plan``'s experiment tests (``psnlib.replication.claims``;
     those of the experiment function ``tested_by`` instead, e.g. the main results' claims on an
     ablation's runs), one row: what the paper reports, ours on ``results`` (``plan.run()``'s
-    tables), the difference with its 95% interval, the minimum detectable effect at 80% power
-    and the verdict (``psnlib.replication.results.check_claim``)."""
+    tables: problems, and logs for a per-run statistic), the difference with its 95% interval,
+    the minimum detectable effect at 80% power and the verdict
+    (``psnlib.replication.results.check_claim``)."""
     name = plan.name if tested_by is None else tested_by.__name__
     rows = []
-    for claim in (c for c in CLAIMS if c.experiment == name):
-        r = check_claim(claim, results["problems"], plan.profile)
+    for claim in (c for c in CLAIMS if c.experiment.__name__ == name):
+        r = check_claim(claim, results["problems"], plan.profile, results.get("logs"))
         interval = "" if np.isnan(r["lo"]) else f" [{r['lo']:+.1f}, {r['hi']:+.1f}]"
+        ours, theirs = (number(r[f"value_{side}"], r["unit"]) for side in ("ours", "theirs"))
         rows.append(
             {
                 "claim": r["claim"],
                 "paper": r["paper"],
-                "ours": f"{r['ours']} {_number(r['value_ours'], r['statistic'])} vs "
-                f"{r['theirs']} {_number(r['value_theirs'], r['statistic'])} ({r['statistic']})",
+                "ours": f"{r['ours']} {ours} vs {r['theirs']} {theirs} ({r['statistic']})",
                 "difference [95% CI]": f"{r['diff']:+.1f}{interval}",
                 "seeds": r["seeds"],
                 "MDE": r["mde"],

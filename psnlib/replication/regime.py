@@ -27,7 +27,9 @@ from psnlib.evaluate import evaluate_policy
 from psnlib.io import atomic_write_json
 from psnlib.metrics import bootstrap_ci
 from psnlib.noise import NoiseConfig, perturbed
+from psnlib.replication.claim_stats import PASS_AT_MAX
 from psnlib.replication.claims import CLAIMS
+from psnlib.replication.experiments import BASE_POLICY, GRPO
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.results import check_claim
 from psnlib.tasks import load_benchmark
@@ -96,7 +98,7 @@ GATES: dict[str, Gate] = {
 # RESULTS.md's "RL narrows pass@k at large k": base minus GRPO pass@max, in-distribution mean,
 # t-interval over the seeds (paired bootstrap over problems with one seed)
 (NARROWING,) = [
-    c for c in CLAIMS if (c.experiment, c.ours, c.theirs) == ("rl_narrows_coverage", "base", "GRPO")
+    c for c in CLAIMS if (c.ours, c.theirs, c.statistic) == (BASE_POLICY, GRPO, PASS_AT_MAX)
 ]
 
 

@@ -1,11 +1,11 @@
 """RESULTS.md: claim by claim, the papers' numbers beside ours, with an interval and a verdict.
 
-Each ``Claim`` names the experiment (``psnlib.replication.experiments.PLANS``) that tests it, the
-policy the paper says comes out ahead (``ours``), the one it is compared with (``theirs``) and a
-statistic. ``evaluate_claims`` loads the experiments' cached runs and evaluations (what ``make
-reproduce`` prepared), computes the statistic per training seed (``psnlib.replication.claim_stats``:
-pass@k, shares, entropy from the problems table; throughput from the training logs) and the
-difference ``ours - theirs`` with a 95% interval:
+Each ``Claim`` holds the experiment that tests it, the policy the paper says comes out ahead
+(``ours``), the one it is compared with (``theirs``) and a statistic. ``evaluate_claims`` runs the
+experiments (loading the cached runs and evaluations that ``make reproduce`` prepared), and
+``check_claim`` computes the statistic per training seed from the tables the experiment returns
+(``psnlib.replication.claim_stats``: pass@k, shares, entropy from the problems table; throughput
+from the training logs) and the difference ``ours - theirs`` with a 95% interval:
 
 - with two or more seeds, a t-interval over the per-seed differences (seeds are paired: the same
   seed gives both arms the same initial data order; a policy with one evaluation, the base
@@ -24,26 +24,21 @@ computed from it (nothing in it is written once for every profile); notebook 15 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from psnlib.replication.claim_stats import (
-    NOT_RUN,
-    STATS,
-    NotRun,
-    cached_logs,
-    label,
-    number,
-    readable,
-    resolve,
-    seed_values,
-    unit_of,
+from psnlib.replication.claim_stats import seed_means
+from psnlib.replication.claims import CLAIMS, NOT_RUN, Claim, NotRun
+from psnlib.replication.experiments import (
+    WEAK_PREFIX,
+    Plan,
+    benchmarks_of,
+    main_results,
+    weak_prefix,
 )
-from psnlib.replication.claims import CLAIMS, Claim
-from psnlib.replication.experiments import WEAK_PREFIX, benchmarks_of, plan, run
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.results_text import (
     claims_markdown,
@@ -128,15 +123,17 @@ def judge(table: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _row(claim: Claim, statistic: str, benchmarks: str, note: str = "") -> dict:
-    """The columns of a row that the claim alone gives."""
+def _row(
+    claim: Claim, profile: Profile, ours: str, theirs: str, benchmarks: str, note: str = ""
+) -> dict:
+    """The columns of a row that the claim and its policies' labels give."""
     return {
         "claim": claim.name,
         "paper": claim.paper,
-        "ours": claim.ours,
-        "theirs": claim.theirs,
-        "statistic": statistic,
-        "unit": unit_of(claim.statistic),
+        "ours": ours,
+        "theirs": theirs,
+        "statistic": claim.statistic.label(profile),
+        "unit": claim.statistic.unit,
         "benchmarks": benchmarks,
         "note": note,
     }
@@ -146,10 +143,9 @@ def not_run(claim: Claim, profile: Profile, reason: str) -> dict:
     """The row of a claim that ``profile`` has no runs for: no numbers, the status ``NOT_RUN``
     and the ``reason`` in ``note``."""
     nan = float("nan")
-    readable_claim = replace(claim, ours=readable(claim.ours), theirs=readable(claim.theirs))
     numbers = dict(seeds=0, value_ours=nan, value_theirs=nan, diff=nan, lo=nan, hi=nan)
     return {
-        **_row(readable_claim, label(claim.statistic, profile), "", reason),
+        **_row(claim, profile, claim.ours.label, claim.theirs.label, "", reason),
         **numbers,
         **judgement(claim, nan, nan, 0, nan),
         "notebook": claim.notebook,
@@ -159,40 +155,39 @@ def not_run(claim: Claim, profile: Profile, reason: str) -> dict:
 def check_claim(
     claim: Claim, problems: pd.DataFrame, profile: Profile, logs: pd.DataFrame | None = None
 ) -> dict:
-    """Our side of one claim from the experiment's per-problem table (and its training
-    ``logs``, for a per-run statistic: ``psnlib.replication.claim_stats``; read from the cached runs
-    where not given): each policy's statistic (mean
-    over seeds; for ``solved_only``, problems solved only by it), the difference, its interval,
-    the verdict and the benchmarks averaged. Percent for pass@k and shares, a count for
-    ``solved_only``. A claim whose policies the profile lacks gets the row of ``not_run``."""
+    """Our side of one claim from the tables its experiment returns: the per-problem
+    ``problems`` and, for a per-run statistic, the training ``logs``
+    (``psnlib.replication.claim_stats``): each policy's statistic (mean over seeds; for
+    ``solved_only``, problems solved only by it), the difference, its interval, the verdict and
+    the benchmarks averaged. Percent for pass@k and shares, a count for ``solved_only``. A claim
+    whose policies the profile lacks gets the row of ``not_run``."""
     names = profile.benchmarks if claim.kind == "all" else benchmarks_of(profile, claim.kind)
     problems = problems[problems["benchmark"].isin(names)]
     try:
-        claim = resolve(claim, profile)
-        if logs is None and STATS[claim.statistic].per_run is not None:
-            logs = cached_logs(claim, profile, tuple(sorted(set(problems["seed"]))))
+        ours, theirs = claim.sides(profile)
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
-    values, both = seed_values(claim, problems, logs, profile)
+    stat = claim.statistic
+    values, both = stat.seed_values(problems, logs, ours.label, theirs.label, profile)
     d = (values["value_a"] - values["value_b"]).to_numpy()  # (seeds,), in the statistic's unit
     if len(d) > 1:
         lo, hi = _t_interval(d)
-    elif both is None or claim.statistic == "solved_only":
+    elif both is None or stat.per_seed is not seed_means:  # the bootstrap resamples a mean
         lo = hi = float("nan")
     else:
-        lo, hi = (x * STATS[claim.statistic].scale for x in _bootstrap(both))
+        lo, hi = (x * stat.scale for x in _bootstrap(both))
     seeds = len(d)
-    theirs = float(values["value_b"].mean())
+    theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
     return {
-        **_row(claim, label(claim.statistic, profile), averaged or "training runs"),
+        **_row(claim, profile, ours.label, theirs.label, averaged or "training runs"),
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean()),
-        "value_theirs": theirs,
+        "value_theirs": theirs_value,
         "diff": float(d.mean()),
         "lo": lo,
         "hi": hi,
-        **judgement(claim, lo, hi, seeds, theirs),
+        **judgement(claim, lo, hi, seeds, theirs_value),
         "notebook": claim.notebook,
     }
 
@@ -200,39 +195,30 @@ def check_claim(
 def evaluate_claims(
     profile: str | Profile = "cpu", claims: tuple[Claim, ...] = CLAIMS
 ) -> pd.DataFrame:
-    """Every claim tested on the experiments' runs (trained and evaluated now if not cached):
-    one row per claim, the columns of ``check_claim``; a claim whose policies the profile's
-    experiment does not train gets the row of ``not_run``, and nothing is trained for it."""
+    """Every claim tested on its experiment's tables (runs trained and evaluated now if not
+    cached; each experiment once): one row per claim, the columns of ``check_claim``; a claim
+    whose policies the profile's experiment does not train gets the row of ``not_run``, and
+    nothing is trained for it."""
     profile = get_profile(profile)
-    tables: dict[str, dict[str, pd.DataFrame]] = {}
+    tables: dict[Callable[[Profile], Plan], dict[str, pd.DataFrame]] = {}  # per experiment
     rows = []
     for claim in claims:
         try:
-            resolved = resolve(claim, profile)
-            labels = {v.label for v in plan(claim.experiment, profile).variants}
-            absent = [p for p in (resolved.ours, resolved.theirs) if p not in labels]
-            if absent:
-                raise NotRun(f"the {claim.experiment} experiment at this profile has no {absent}")
+            claim.sides(profile)
         except NotRun as reason:
             rows.append(not_run(claim, profile, str(reason)))
             continue
         if claim.experiment not in tables:
-            tables[claim.experiment] = run(claim.experiment, profile, progress=False)
+            tables[claim.experiment] = claim.experiment(profile).run(progress=False)
         t = tables[claim.experiment]
-        rows.append(check_claim(resolved, t["problems"], profile, t.get("logs")))
+        rows.append(check_claim(claim, t["problems"], profile, t["logs"]))
     return pd.DataFrame(rows)
-
-
-def _number(x: float, statistic: str) -> str:
-    """``x`` as RESULTS.md shows a value of ``statistic``
-    (``psnlib.replication.claim_stats.number``)."""
-    return number(x, statistic)
 
 
 def headline_curves(profile: str | Profile = "cpu") -> pd.DataFrame:
     """pass@k averaged over the in-distribution benchmarks, per policy and seed: base, GRPO,
     PSN fixed and adaptive (notebook 03) and GRPO + weak prefix (notebook 09)."""
-    main = run("main_results", profile, progress=False)["curves"]
-    weak = run("weak_prefix", profile, progress=False)["curves"]
+    main = main_results(profile).run(progress=False)["curves"]
+    weak = weak_prefix(profile).run(progress=False)["curves"]
     curves = with_average(pd.concat([main, weak[weak.policy == WEAK_PREFIX.label]]))
     return curves[curves["benchmark"] == AVERAGE].reset_index(drop=True)

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from psnlib.io import atomic_write_text
-from psnlib.replication.claim_stats import NOT_RUN, number, unit_of
+from psnlib.replication.claim_stats import number
+from psnlib.replication.claims import NOT_RUN
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.verdicts import seeds_needed, standard_error
 
@@ -40,15 +41,15 @@ def claims_markdown(table: pd.DataFrame) -> str:
                 f"{getattr(r, 'note', '')} | | | {effect} | 0 | | *{r.verdict}* |"
             )
             continue
-        st = r.statistic
-        ours = f"{r.ours} {number(r.value_ours, st)} vs {r.theirs} {number(r.value_theirs, st)}"
-        lo, hi = number(r.lo, st, signed=True), number(r.hi, st, signed=True)
+        st, unit = r.statistic, r.unit
+        ours = f"{r.ours} {number(r.value_ours, unit)} vs {r.theirs} {number(r.value_theirs, unit)}"
+        lo, hi = number(r.lo, unit, signed=True), number(r.hi, unit, signed=True)
         interval = "" if np.isnan(r.lo) else f" [{lo}, {hi}]"
-        mde = "" if np.isnan(r.mde) else number(r.mde, st)
+        mde = "" if np.isnan(r.mde) else number(r.mde, unit)
         margin = "" if np.isnan(r.margin) else f" (equal within ±{r.margin:.2f})"
         lines.append(
             f"| {link} | {r.paper} | {ours} ({st}) | {getattr(r, 'benchmarks', '')} | "
-            f"{number(r.diff, st, signed=True)}{interval} | {effect} | {r.seeds} | {mde} | "
+            f"{number(r.diff, unit, signed=True)}{interval} | {effect} | {r.seeds} | {mde} | "
             f"**{r.verdict}**{margin} |"
         )
     return "\n".join(lines)
@@ -126,19 +127,18 @@ def discussion(table: pd.DataFrame) -> str:
     one-seed claims listed as exploratory, the claims without runs as not run."""
     lines, exploratory, absent = [], [], []
     for r in table.itertuples():
-        st = r.statistic
-        unit = unit_of(st)
+        st, unit = r.statistic, r.unit
         if r.seeds == 0:
             absent.append(f"{r.claim} ({getattr(r, 'note', '')})")
             continue
         if r.seeds < 2:
-            exploratory.append(f"{r.claim} ({number(r.diff, st, signed=True)} {unit})")
+            exploratory.append(f"{r.claim} ({number(r.diff, unit, signed=True)} {unit})")
             continue
-        lo, hi = number(r.lo, st, signed=True), number(r.hi, st, signed=True)
+        lo, hi = number(r.lo, unit, signed=True), number(r.hi, unit, signed=True)
         text = (
             f"- **{r.claim}** ({st}, {r.seeds} seeds): *{r.verdict}*; ours - theirs "
-            f"{number(r.diff, st, signed=True)} {unit} [{lo}, {hi}]. At this spread, {r.seeds} "
-            f"seeds detect {number(r.mde, st)} {unit} with 80% power"
+            f"{number(r.diff, unit, signed=True)} {unit} [{lo}, {hi}]. At this spread, {r.seeds} "
+            f"seeds detect {number(r.mde, unit)} {unit} with 80% power"
         )
         if not np.isnan(r.margin):
             text += f"; the equivalence margin is ±{r.margin:.2f}"

@@ -116,13 +116,11 @@ def solved_only_example(
     problems: pd.DataFrame, policy: str, reference: str, seed: int
 ) -> pd.Series | None:
     """A problem ``policy`` solves and ``reference`` never does at ``seed`` (the one ``policy``
-    solves most often), or None if there is none."""
-    mine = problems[(problems["policy"] == policy) & (problems["seed"] == seed)]
-    theirs = problems[(problems["policy"] == reference) & (problems["seed"] == seed)]
-    keys = ["benchmark", "prompt"]
-    both = mine.merge(theirs[[*keys, "correct"]], on=keys, suffixes=("", "_reference"))
-    found = both[(both["correct"] > 0) & (both["correct_reference"] == 0)]
-    return None if found.empty else found.sort_values("correct").iloc[-1]
+    solves most often; ``psnlib.metrics.solved_only_by``'s row), or None if there is none."""
+    at_seed = problems[problems["seed"] == seed]
+    mine, theirs = (at_seed[at_seed["policy"] == p] for p in (policy, reference))
+    found = solved_only_by(mine, theirs, on=["benchmark", "prompt"])
+    return None if found.empty else found.sort_values("correct_a").iloc[-1]
 
 
 def response_summary(problems: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
