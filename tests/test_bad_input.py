@@ -95,11 +95,11 @@ def test_a_checkpoint_at_max_steps_is_loaded_not_trained_on(data, monkeypatch):
     checkpoint, with max_steps rows under its max_steps key."""
     from psnlib.replication import runs
 
-    real_save = runs.save_policy
-    monkeypatch.setattr(runs, "save_policy", lambda *a, **k: pytest.fail("killed"))
+    real_save = runs.save_run
+    monkeypatch.setattr(runs, "save_run", lambda *a, **k: pytest.fail("killed"))
     with pytest.raises(pytest.fail.Exception):
         train_policy("smoke", "grpo", 0)
-    monkeypatch.setattr(runs, "save_policy", real_save)
+    monkeypatch.setattr(runs, "save_run", real_save)
     _, _, log = train_policy("smoke", "grpo", 0)
     assert list(log["step"]) == list(range(1, get_profile("smoke").rl_steps + 1))
 
@@ -117,7 +117,7 @@ def test_a_checkpoint_at_max_steps_is_loaded_not_trained_on(data, monkeypatch):
     ],
 )
 def test_bad_train_arguments_fail_in_one_line_before_work(argv, message, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "base_policy", lambda *a: pytest.fail("did work"))
+    monkeypatch.setattr(runs, "base_policy", lambda *a: pytest.fail("did work"))
     fails(["train", "--profile", "smoke", *argv], message, capsys)
 
 
@@ -278,9 +278,8 @@ def no_work(tmp_path, monkeypatch):
     stage and notebooks, an experiment's runs."""
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
     for module, name in [
-        (cli, "base_policy"),
-        (cli, "train_set"),
-        (cli, "fit"),
+        (runs, "base_policy"),
+        (runs, "train_set"),
         (cli, "load_policy"),
         (cli, "evaluate_benchmarks"),
         (pretrain, "build_policy"),
@@ -610,7 +609,7 @@ def test_a_start_that_fails_before_training_does_not_lock_its_run_directory(
     def broken(*args, **kwargs):
         raise OSError("the policy could not be read")
 
-    monkeypatch.setattr(cli, "base_policy", broken)
+    monkeypatch.setattr(runs, "base_policy", broken)
     out = no_work / "run"
     first = ["train", "--profile", "smoke", "--output_dir", str(out), "--sigma", "0.5"]
     with pytest.raises(OSError, match="could not be read"):

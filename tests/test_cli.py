@@ -42,9 +42,10 @@ def test_train_resolves_profile_then_arm_then_command_line(tmp_path, monkeypatch
     )
     expected = rl_config("smoke", "psn", 1, tmp_path, sigma=0.02, noise_targets=["mlp", "attn"])
     assert run.config.to_dict() == expected.to_dict()
-    assert (run.profile.name, run.arm, run.seed) == ("smoke", "psn", 1)
+    assert (run.run.profile.name, run.run.arm, run.run.seed) == ("smoke", "psn", 1)
     run = plan_train(["--profile", "paper", "--output_dir", str(tmp_path), "--model", "org/m"])
-    assert run.profile.base.name_or_path == "org/m" and run.profile.rl_dataset != "countdown"
+    profile = run.run.profile
+    assert profile.base.name_or_path == "org/m" and profile.rl_dataset != "countdown"
     assert run.config.learning_rate == 3e-7  # the paper profile's
 
 

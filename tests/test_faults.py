@@ -65,9 +65,8 @@ elif point == "scheduler":  # the last file of checkpoint-`step`, before the ren
 elif point == "rotate":  # checkpoint-`step` renamed into place, older ones not yet rotated
     kill_at(checkpoints, "rotate_checkpoints", lambda run_dir, *a: os.path.isdir(
         os.path.join(run_dir, f"checkpoint-{step}")))
-elif point == "cache":  # training done, the policy (the CLI: its meta) not yet saved
-    kill_at(runs, "save_policy", lambda *a: True)
-    kill_at(cli, "atomic_write_json", lambda path, *a: str(path).endswith("psnlib_meta.json"))
+elif point == "cache":  # training done, the policy not yet saved
+    kill_at(runs, "save_run", lambda *a: True)
 torch.set_num_threads(1)
 if entry == "train_policy":
     runs.train_policy("smoke", "psn", 0)

@@ -205,7 +205,13 @@ def fake_fit(data, monkeypatch):
 
     def fit(config, model, tokenizer, dataset, reward):
         calls.append(torch.get_num_threads())
-        return SimpleNamespace(model=model), [{"step": 1, "reward": 0.5}]
+
+        def save_model(to):
+            model.save_pretrained(to)
+            tokenizer.save_pretrained(to)
+
+        trainer = SimpleNamespace(model=model, save_model=save_model)
+        return trainer, [{"step": 1, "reward": 0.5}]
 
     def base(profile):
         return tiny_policy(size="smoke", tokenizer=tokenizer, seed=0), tokenizer, None
@@ -268,7 +274,8 @@ def test_a_run_with_a_non_finite_weight_is_not_cached(fake_fit, monkeypatch):
     path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
     with pytest.raises(ValueError, match=f"refusing to save the policy .*smoke/{path.name}: its"):
         train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
-    assert sorted(p.name for p in path.parent.iterdir()) == []  # no run, no lock
+    # no run, no lock: the work directory alone, with the run's record
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"{path.name}.work"]
 
 
 def test_a_run_trains_at_its_thread_count_which_keys_it(fake_fit):

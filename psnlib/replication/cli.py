@@ -1,8 +1,8 @@
 """The command line: ``python -m psnlib train ...`` and ``python -m psnlib eval ...``.
 
-``train`` runs one RL run the way ``psnlib.replication.runs`` builds it for the notebooks: the
-profile's sizes, then the arm's settings, then every ``PSNGRPOConfig`` field given on the command
-line or in a ``--config`` YAML file (TRL's ``TrlParser``; the command line wins), then
+``train`` runs one RL run the way the notebooks do, through ``psnlib.replication.runs.train_run``:
+the profile's sizes, then the arm's settings, then every ``PSNGRPOConfig`` field given on the
+command line or in a ``--config`` YAML file (TRL's ``TrlParser``; the command line wins), then
 ``PSNGRPOTrainer``. ``--model`` (a directory or hub id) replaces the profile's base policy and
 ``--dataset`` its training set (``countdown``, judged by ``countdown_reward``, or a real one, judged
 by ``math_reward``). Checkpoints go to ``--output_dir``, the trained policy to
@@ -32,11 +32,9 @@ import json
 import numbers
 import os
 import re
-import shutil
 import sys
 import types
 import typing
-from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -44,27 +42,24 @@ from typing import Any
 import huggingface_hub
 import torch
 import yaml
-from accelerate import PartialState
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import TrlParser
 
 from psnlib import sampling
-from psnlib.io import Busy, atomic_write_json, check_writable, data_dir, exclusive, read_json
-from psnlib.models import HUB_ID, META_FILE, load_policy, tiny_policy
+from psnlib.io import Busy, check_writable, data_dir, read_json
+from psnlib.models import HUB_ID, load_policy, tiny_policy
 from psnlib.noise import target_parameters
 from psnlib.replication.evaluation import evaluate_benchmarks
-from psnlib.replication.pretrain import base_policy, spec_hash
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.replication.runs import ARMS, fit, rl_config, rl_settings, train_set
-from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names, task_reward
+from psnlib.replication.runs import ARMS, RUN_FILE, Run, train_run
+from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names
 from psnlib.tasks.datasets import TESTBED
 from psnlib.trainer import PSNGRPOConfig
 from psnlib.trainer.checkpoints import CheckpointError
 
 COMMANDS = ("train", "eval")
-RUN_FILE = "psnlib_run.json"  # in --output_dir: the settings of the run it holds
 HUB_TIMEOUT = 10.0  # seconds to wait for the hub to say whether a model id exists
 # TRL options that psnlib train would accept and silently not honour, and why.
 UNSUPPORTED = {
@@ -354,14 +349,12 @@ def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
 
 
 @dataclass
-class Run:
-    """A checked ``train`` command: the profile (with ``--model`` and ``--dataset`` applied), the
-    arm, seed and given trainer settings, and the trainer config they resolve to."""
+class TrainCommand:
+    """A checked ``train`` command: the run (its profile with ``--model`` and ``--dataset``
+    applied), the trainer config it resolves to (checkpoints in ``--output_dir``), and whether
+    to start afresh (``--overwrite_output_dir``)."""
 
-    profile: Profile
-    arm: str
-    seed: int
-    overrides: dict[str, Any]
+    run: Run
     config: PSNGRPOConfig
     overwrite: bool = False
 
@@ -369,28 +362,17 @@ class Run:
     def output_dir(self) -> Path:
         return Path(self.config.output_dir)
 
-    def settings(self) -> dict[str, Any]:
-        """Everything that determines the trained policy (recorded in ``RUN_FILE``)."""
-        base = self.profile.base
-        return {
-            "profile": self.profile.name,
-            "arm": self.arm,
-            "seed": self.seed,
-            "base": base.name_or_path or f"{base.family}-{base.size}-{spec_hash(base)}",
-            "dataset": self.profile.rl_dataset,
-            "settings": rl_settings(self.profile, self.arm, self.seed, **self.overrides),
-        }
 
-
-def check_output_dir(run: Run) -> None:
+def check_output_dir(command: TrainCommand) -> None:
     """An ``--output_dir`` that holds a run (checkpoints or a policy) must hold this one, to
-    resume or reuse it; otherwise the run is refused, naming the differences, unless
-    ``--overwrite_output_dir`` starts it afresh. A ``RUN_FILE`` alone (a start that failed
-    before its first checkpoint) holds nothing to lose, and is replaced."""
-    out = run.output_dir
+    resume or reuse it: the same record (``Run.record``; its ``overrides`` are not compared, as
+    the resolved ``settings`` hold what they change); otherwise the run is refused, naming the
+    differences, unless ``--overwrite_output_dir`` starts it afresh. A ``RUN_FILE`` alone (a
+    start that failed before its first checkpoint) holds nothing to lose, and is replaced."""
+    out = command.output_dir
     held = [p.name for p in (out / "policy",) if p.exists()]
     held += sorted(p.name for p in out.glob(f"{PREFIX_CHECKPOINT_DIR}-*"))
-    if not held or run.overwrite:
+    if not held or command.overwrite:
         return
     hint = "pass --overwrite_output_dir true to delete it and start afresh, or another --output_dir"
     if not (out / RUN_FILE).exists():
@@ -398,8 +380,8 @@ def check_output_dir(run: Run) -> None:
     recorded = read_json(out / RUN_FILE, "run settings")
     if recorded is None:
         raise ValueError(f"--output_dir {str(out)!r}: {RUN_FILE} is damaged; {hint}")
-    now = run.settings()
-    flat_then, flat_now = _flatten(recorded), _flatten(json.loads(json.dumps(now, default=str)))
+    now = json.loads(json.dumps(command.run.record(), default=str))
+    flat_then, flat_now = _flatten(recorded), _flatten(now)
     changed = [
         f"{key} {flat_then.get(key, '(unset)')!r} -> {flat_now.get(key, '(unset)')!r}"
         for key in sorted(set(flat_then) | set(flat_now))
@@ -412,12 +394,13 @@ def check_output_dir(run: Run) -> None:
         )
 
 
-def _flatten(settings: dict[str, Any]) -> dict[str, Any]:
-    inner = settings.get("settings", {})
-    return {**{k: v for k, v in settings.items() if k != "settings"}, **inner}
+def _flatten(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's record with its ``settings`` at the top level and without its ``overrides``."""
+    inner = record.get("settings", {})
+    return {**{k: v for k, v in record.items() if k not in ("settings", "overrides")}, **inner}
 
 
-def plan_train(args: list[str]) -> Run:
+def plan_train(args: list[str]) -> TrainCommand:
     """Parse and check a ``train`` command line: the policy to train, vLLM if it is asked for,
     the noise targets, the output and data directories, and the run its ``--output_dir``
     holds; nothing is loaded."""
@@ -435,61 +418,28 @@ def plan_train(args: list[str]) -> Run:
         output_dir = f"runs/{profile.name}/{script.arm}-s{seed}"
     elif not output_dir.strip():
         raise ValueError("--output_dir is empty; pass the directory of the run's checkpoints")
-    config = rl_config(profile, script.arm, seed, output_dir, **overrides)  # validates the rest
-    run = Run(profile, script.arm, seed, overrides, config, script.overwrite_output_dir)
-    if config.use_vllm and sampling.vllm is None:  # else found when the trainer is built
+    run = Run(profile, script.arm, seed, overrides)
+    command = TrainCommand(run, run.config(output_dir), script.overwrite_output_dir)
+    if command.config.use_vllm and sampling.vllm is None:  # else found when the trainer is built
         raise ValueError(
             "--use_vllm true needs vLLM, which is not installed: pip install 'psnlib[gpu]' on a "
             "CUDA machine, or pass --use_vllm false"
         )
-    check_noise_targets(profile, config)
-    check_writable(run.output_dir, "--output_dir")
+    check_noise_targets(profile, command.config)
+    check_writable(command.output_dir, "--output_dir")
     check_data_dir()
-    check_output_dir(run)
-    return run
+    check_output_dir(command)
+    return command
 
 
-def train(run: Run) -> Path:
-    """``_train`` as the only process on ``run.output_dir``: its main process holds the
-    directory's lock (``psnlib.io.exclusive``) throughout, so a second ``train`` into it is
-    refused (``psnlib.io.Busy``, naming the first) before it loads anything."""
-    processes = PartialState()
-    what = f"python -m psnlib train --output_dir {run.output_dir}"
-    with exclusive(run.output_dir, what) if processes.is_main_process else nullcontext():
-        return _train(run, processes)
-
-
-def _train(run: Run, processes: PartialState) -> Path:
-    """Train ``run`` (resuming from its last checkpoint); returns the trained policy's directory,
-    ``<output_dir>/policy``, with a ``psnlib_meta.json`` that records the run and its log. The
-    run's settings are recorded in ``<output_dir>/psnlib_run.json`` once the policy and the
-    training set are loaded, right before training; a finished run is returned as it is."""
-    profile, arm, seed, overrides = run.profile, run.arm, run.seed, run.overrides
-    policy = run.output_dir / "policy"
-    if run.overwrite and processes.is_main_process:
-        for path in [policy, *run.output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
-            shutil.rmtree(path)
-    processes.wait_for_everyone()
-    done = read_json(policy / META_FILE, "trained policy's record")
-    if done is not None and len(done.get("log", [])) == run.config.max_steps:
+def train(command: TrainCommand) -> Path:
+    """Train the command's run into ``<output_dir>/policy`` (``runs.train_run``: checkpoints in
+    ``--output_dir``, its lock held, so a second ``train`` into it is refused with
+    ``psnlib.io.Busy``, the run's record in ``RUN_FILE`` once training starts); a finished run is
+    left as it is. Returns the policy's directory."""
+    policy = command.output_dir / "policy"
+    if train_run(command.run, command.config, policy, fresh=command.overwrite) is None:
         print(f"finished already: {policy}")
-        return policy
-    model, tokenizer, _ = base_policy(profile)
-    dataset = train_set(profile, arm, seed, **overrides)
-    if processes.is_main_process:
-        atomic_write_json(run.output_dir / RUN_FILE, run.settings())
-    trainer, log = fit(run.config, model, tokenizer, dataset, task_reward(profile.rl_dataset))
-    trainer.save_model(str(policy))  # gathers sharded weights; writes on the main process
-    if trainer.accelerator.is_main_process:
-        meta = {
-            "profile": profile.name,
-            "arm": arm,
-            "seed": seed,
-            **run.settings(),
-            "base": profile.base.name_or_path,
-            "log": log,
-        }
-        atomic_write_json(policy / META_FILE, meta)
     return policy
 
 

@@ -1,11 +1,13 @@
 """RL training runs (GRPO and PSN-GRPO arms) at a profile's scale, cached and resumable.
 
-A run is identified by its profile, arm, seed and every override; its final policy and training
-log live in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>/`` and are written atomically, so a
-finished run is loaded instead of retrained. While training, TRL checkpoints go to a ``.work``
-directory beside it and an interrupted run resumes from the last one. One process at a time
-trains a run: it holds ``<run dir>.lock`` (``psnlib.io.exclusive``), and another process that
-asks for the run meanwhile waits for it, then loads what it finished.
+A run (``Run``) is its profile, arm, seed, every override and its reward; ``train_run`` trains
+one into a given directory, and both ``train_policy`` (into the cache) and ``python -m psnlib
+train`` (into ``--output_dir``, ``psnlib.replication.cli``) call it. ``train_policy`` keeps a run's
+final policy and training log in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>/``, written
+atomically, so a finished run is loaded instead of retrained. While training, TRL checkpoints go
+to a ``.work`` directory beside it and an interrupted run resumes from the last one. One process
+at a time trains a run: it holds ``<work dir>.lock`` (``psnlib.io.exclusive``), and another
+process that asks for the run meanwhile waits for it, then loads what it finished.
 """
 
 from __future__ import annotations
@@ -13,20 +15,25 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 import re
 import shutil
 import types
 from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+from accelerate import PartialState
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from psnlib.io import Damaged, data_dir, exclusive, load_cached
-from psnlib.models import META_FILE, load_saved_policy, save_policy
+from psnlib.io import Damaged, atomic_write_json, data_dir, exclusive, load_cached
+from psnlib.models import META_FILE, check_finite, load_saved_policy
 from psnlib.replication.prefixes import PREFIX_SOURCES, prefix_train_set
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.replication.profiles import Profile, get_profile
@@ -64,7 +71,10 @@ CACHE_VERSION = 3
 KEEP_CHECKPOINTS = 2  # save_total_limit of a run: the newest complete checkpoint is always kept
 # The rewards of psnlib.tasks (task_reward's): keyed by their names, as every cached run is.
 BUILTIN_REWARDS = (countdown_reward, countdown_dense_reward, math_reward)
-RUN_META_KEYS = ("profile", "arm", "seed", "overrides", "log")  # what train_policy records
+# What a finished run's meta must hold to be loaded: every run saved so far (train_policy's cache
+# before issue 30 held these and no more) and the fields of ``Run.record`` added since.
+RUN_META_KEYS = ("profile", "arm", "seed", "overrides", "log")
+RUN_FILE = "psnlib_run.json"  # in a run's work directory: its record, written as training starts
 
 
 def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
@@ -219,6 +229,43 @@ def run_dir(
     return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
 
 
+@dataclass
+class Run:
+    """One RL run: the profile (its base policy and training set), the arm, the seed, the
+    ``PSNGRPOConfig`` settings given on top of them, and the reward (default: the one of the
+    profile's ``rl_dataset``, ``psnlib.tasks.task_reward``)."""
+
+    profile: Profile
+    arm: str
+    seed: int
+    overrides: dict[str, Any] = field(default_factory=dict)
+    reward: Callable[..., list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.reward is None:
+            self.reward = task_reward(self.profile.rl_dataset)
+
+    def config(self, output_dir: str | Path) -> PSNGRPOConfig:
+        """The run's trainer config (``rl_config``), checkpoints in ``output_dir``."""
+        return rl_config(self.profile, self.arm, self.seed, output_dir, **self.overrides)
+
+    def record(self) -> dict[str, Any]:
+        """What the run is, as its ``RUN_FILE`` and its policy's meta record it: ``profile`` (the
+        name), ``arm``, ``seed``, ``overrides`` (the settings given), ``base`` (the base policy: a
+        directory or hub id, else ``<family>-<size>-<spec hash>``), ``dataset`` (the training
+        set) and ``settings`` (every resolved trainer setting, ``rl_settings``)."""
+        base = self.profile.base
+        return {
+            "profile": self.profile.name,
+            "arm": self.arm,
+            "seed": self.seed,
+            "overrides": self.overrides,
+            "base": base.name_or_path or f"{base.family}-{base.size}-{spec_hash(base)}",
+            "dataset": self.profile.rl_dataset,
+            "settings": rl_settings(self.profile, self.arm, self.seed, **self.overrides),
+        }
+
+
 def fit(
     config: PSNGRPOConfig,
     model: PreTrainedModel,
@@ -244,8 +291,29 @@ def fit(
     return trainer, [row for row in trainer.state.log_history if "reward" in row]
 
 
-def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
-    """A finished run's policy and log; ``Damaged`` if its files or its record are not whole."""
+def save_run(
+    trainer: PSNGRPOTrainer, policy: Path, meta: dict[str, Any], processes: PartialState
+) -> None:
+    """Save the trained policy, its tokenizer and ``meta`` (``META_FILE``) to ``policy``
+    atomically: written to ``.<name>.saving`` beside it, then renamed. Every process calls it
+    (``Trainer.save_model`` gathers a sharded model's weights) and the main one writes. A policy
+    with a non-finite weight is refused (``ValueError``) and nothing is written."""
+    check_finite(trainer.model, f"refusing to save the policy {policy}")
+    aside = policy.with_name(f".{policy.name}.saving")
+    if processes.is_main_process:
+        shutil.rmtree(aside, ignore_errors=True)  # left by a save that was killed
+    processes.wait_for_everyone()
+    trainer.save_model(str(aside))
+    if processes.is_main_process:
+        atomic_write_json(aside / META_FILE, meta)
+        if policy.exists():
+            shutil.rmtree(policy)
+        os.replace(aside, policy)
+    processes.wait_for_everyone()
+
+
+def _run_log(path: Path) -> list[dict[str, Any]]:
+    """The training log in a finished run's meta; ``Damaged`` if the meta is not whole."""
     meta, file = policy_meta(path), path / META_FILE
     missing = [key for key in RUN_META_KEYS if key not in meta]
     if missing:
@@ -253,6 +321,12 @@ def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.
     log = meta["log"]
     if not isinstance(log, list) or not log or not all(isinstance(row, dict) for row in log):
         raise Damaged(f"{file}: its log is not a non-empty list of step records")
+    return log
+
+
+def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
+    """A finished run's policy and log; ``Damaged`` if its files or its record are not whole."""
+    log = _run_log(path)
     model, tokenizer = load_saved_policy(path)
     return model.eval(), tokenizer, pd.DataFrame(log)
 
@@ -260,6 +334,56 @@ def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.
 def _cached_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame] | None:
     """The finished run cached at ``path``, or None (a damaged entry is removed)."""
     return load_cached(path, _load_run, "cached run") if path.exists() else None
+
+
+def train_run(
+    run: Run,
+    config: PSNGRPOConfig,
+    policy: Path,
+    *,
+    wait: bool = False,
+    fresh: bool = False,
+    keep_checkpoints: bool = True,
+    threads: int | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame] | None:
+    """Train ``run`` with ``config`` (``run.config``), its checkpoints in ``config.output_dir``
+    (the work directory), into the directory ``policy``; the one code path of a run.
+
+    The main process holds the work directory's lock (``psnlib.io.exclusive``) throughout: another
+    process training into it makes this one wait (``wait``) or raise ``psnlib.io.Busy``, naming
+    it, before anything is loaded. ``fresh`` first deletes the policy and the checkpoints there.
+    A ``policy`` that holds the finished run (its meta whole) is left as it is, and None is
+    returned; a damaged one is removed with a warning. Else the run's record (``Run.record``) is
+    written to ``<work>/RUN_FILE`` once the base policy and the training set are loaded, right
+    before training, which resumes from the last complete checkpoint (``fit``) on ``threads``
+    torch threads (default: the caller's, which are restored after). ``save_run`` saves the
+    policy (refused if a weight is non-finite) with its meta: the record and ``log``, one row
+    per step. ``keep_checkpoints=False`` then deletes the work directory. Under ``accelerate
+    launch`` every process calls it and only the main one writes. Returns the trained policy, its
+    tokenizer and the log."""
+    work, processes = Path(config.output_dir), PartialState()
+    what = f"training the run {run.profile.name} {run.arm} seed {run.seed} in {work}"
+    with exclusive(work, what, wait=wait) if processes.is_main_process else nullcontext():
+        if fresh and processes.is_main_process:
+            for path in [policy, *work.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
+                shutil.rmtree(path)
+        processes.wait_for_everyone()
+        if policy.exists() and load_cached(policy, _run_log, "trained run") is not None:
+            return None
+        model, tokenizer, _ = base_policy(run.profile)
+        dataset = train_set(run.profile, run.arm, run.seed, **run.overrides)
+        if processes.is_main_process:
+            atomic_write_json(work / RUN_FILE, run.record())
+        caller_threads = torch.get_num_threads()
+        torch.set_num_threads(threads or caller_threads)
+        try:
+            trainer, log = fit(config, model, tokenizer, dataset, run.reward)
+        finally:
+            torch.set_num_threads(caller_threads)
+        save_run(trainer, policy, {**run.record(), "log": log}, processes)
+        if not keep_checkpoints and processes.is_main_process:
+            shutil.rmtree(work, ignore_errors=True)
+    return trainer.model.eval(), tokenizer, pd.DataFrame(log)
 
 
 def train_policy(
@@ -271,7 +395,7 @@ def train_policy(
     threads: int = 1,
     **overrides: Any,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
-    """Train (or load) one RL run from the profile's base policy.
+    """Train (or load) one RL run from the profile's base policy, cached (``run_dir``).
 
     ``reward`` has TRL's signature (default: the one of the profile's ``rl_dataset``, exact
     Countdown verification on the testbed); ``reward_id`` names it in the run's cache key, which
@@ -280,31 +404,16 @@ def train_policy(
     ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log:
     one row per step with TRL's metrics (``reward``, ``entropy``, ...) and PSN's
     (``psn/sigma``, ``psn/kl_proxy``, ``tis/*``). A process that asks for a run that another
-    one is training waits for it, then loads its result.
+    one is training waits for it, then loads its result (``train_run``).
     """
     profile = get_profile(profile)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
-    reward = task_reward(profile.rl_dataset) if reward is None else reward
-    path = run_dir(profile, arm, seed, overrides, reward_key(reward, reward_id), threads)
-    work = path.with_name(path.name + ".work")
-    config = rl_config(profile, arm, seed, work, **overrides)  # validates before any work
+    run = Run(profile, arm, seed, overrides, reward)
+    path = run_dir(profile, arm, seed, overrides, reward_key(run.reward, reward_id), threads)
+    config = run.config(path.with_name(path.name + ".work"))  # validates before any work
     loaded = _cached_run(path)
-    if loaded is not None:
-        return loaded
-    with exclusive(path, f"training the run {profile.name} {arm} seed {seed}", wait=True):
-        loaded = _cached_run(path)  # finished meanwhile by the lock's last owner?
-        if loaded is not None:
-            return loaded
-        model, tokenizer, _ = base_policy(profile)
-        dataset = train_set(profile, arm, seed, **overrides)
-        caller_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            trainer, log = fit(config, model, tokenizer, dataset, reward)
-        finally:
-            torch.set_num_threads(caller_threads)
-        meta = {"profile": profile.name, "arm": arm, "seed": seed, "overrides": overrides}
-        save_policy(trainer.model, tokenizer, path, meta={**meta, "log": log})  # finite only
-        shutil.rmtree(work, ignore_errors=True)
-    return trainer.model.eval(), tokenizer, pd.DataFrame(log)
+    if loaded is None:
+        loaded = train_run(run, config, path, wait=True, keep_checkpoints=False, threads=threads)
+    # None: the lock's last owner finished the run while this process waited for it
+    return _load_run(path) if loaded is None else loaded
