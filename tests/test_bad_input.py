@@ -141,7 +141,7 @@ def test_negative_counts_are_refused_in_profiles_and_runs(data):
     with pytest.raises(ValueError, match=r"ks must be integers >= 1"):
         smoke.with_overrides(ks=(0, 1))
     with pytest.raises(ValueError, match=r"max_steps of a run must be an integer >= 1, got 0"):
-        rl_config("smoke", "psn", 0, data, max_steps=0)
+        rl_config(get_profile("smoke"), "psn", 0, data, max_steps=0)
 
 
 # ----------------------------------------------------------------------------- bf16 on CPU
@@ -220,7 +220,7 @@ def test_a_damaged_result_part_is_named_and_recomputed(tmp_path):
 @pytest.mark.parametrize("damaged", [META_FILE, "model.safetensors"])
 def test_a_damaged_cached_run_is_named_and_retrained(data, damaged):
     model, _, log = train_policy("smoke", "grpo", 0)
-    path = run_dir("smoke", "grpo", 0, {}, SMOKE_REWARD)
+    path = run_dir(get_profile("smoke"), "grpo", 0, {}, SMOKE_REWARD)
     truncate(path / damaged)
     with pytest.warns(UserWarning, match=rf"damaged cached run {re.escape(str(path))}"):
         again, _, log2 = train_policy("smoke", "grpo", 0)
@@ -583,9 +583,9 @@ def test_a_notebook_parameter_of_the_wrong_kind_is_named(name, value, message, n
     "call",
     [
         lambda: experiments.run("main_results", "smoke", seeds="(0, 1)"),
-        lambda: experiments.main_results("smoke").run([-1], progress=False),
-        lambda: experiments.main_results("smoke").work("01"),
-        lambda: experiments.tis_ablation("smoke").pending((0, 1.5)),
+        lambda: experiments.main_results(get_profile("smoke")).run([-1], progress=False),
+        lambda: experiments.main_results(get_profile("smoke")).work("01"),
+        lambda: experiments.tis_ablation(get_profile("smoke")).pending((0, 1.5)),
     ],
     ids=["run string", "Plan.run negative", "Plan.work string", "Plan.pending float"],
 )

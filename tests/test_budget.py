@@ -8,7 +8,7 @@ from psnlib.replication import budget, experiments
 from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN, PSN_KL
 from psnlib.replication.profiles import get_profile
 
-SMOKE = "smoke"
+SMOKE = get_profile("smoke")
 
 
 def _key(variant, seed):
@@ -92,7 +92,7 @@ def test_a_fresh_plan_is_all_pending_and_run_announces_it_first(tmp_path, monkey
 def test_unbuilt_policies_are_announced_with_their_measured_sft_time(tmp_path, monkeypatch):
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))  # nothing built
     monkeypatch.setattr(budget, "figures_dir", lambda profile: tmp_path)
-    p = get_profile(SMOKE)
+    p = SMOKE
     policies = {"base": p.base, "weak": p.weak}
     assert budget.sft_announcement(p, policies) == (
         "[psnlib] to build by SFT first: the base and weak policy"

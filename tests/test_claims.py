@@ -185,7 +185,7 @@ def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
         table
     )
     # the paper profile trains both other models, so both rows are computed there
-    both = {v.label for v in across_models("paper").variants}
+    both = {v.label for v in across_models(get_profile("paper")).variants}
     assert {"PSN fixed (meta-llama/Llama-3.1-8B)", "GRPO (Qwen/Qwen3-4B-Base)"} <= both
     ours, theirs = second.sides(CPU)
     model = model_name(CPU.other_policies[0])

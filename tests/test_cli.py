@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
 from psnlib.replication import cli
 from psnlib.replication.cli import main, parse_train, plan_train
+from psnlib.replication.profiles import get_profile
 from psnlib.replication.runs import rl_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,9 @@ def test_train_resolves_profile_then_arm_then_command_line(tmp_path, monkeypatch
         ["--profile", "smoke", "--arm", "psn", "--output_dir", str(tmp_path), "--sigma", "0.02"]
         + ["--noise_targets", "mlp", "attn", "--seed", "1"]
     )
-    expected = rl_config("smoke", "psn", 1, tmp_path, sigma=0.02, noise_targets=["mlp", "attn"])
+    expected = rl_config(
+        get_profile("smoke"), "psn", 1, tmp_path, sigma=0.02, noise_targets=["mlp", "attn"]
+    )
     assert run.config.to_dict() == expected.to_dict()
     assert (run.run.profile.name, run.run.arm, run.run.seed) == ("smoke", "psn", 1)
     run = plan_train(["--profile", "paper", "--output_dir", str(tmp_path), "--model", "org/m"])

@@ -13,11 +13,13 @@ from psnlib.metrics import pass_at_k
 from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.replication import evaluation
 from psnlib.replication.evaluation import evaluate_benchmarks
+from psnlib.replication.profiles import get_profile
 from psnlib.sampling import Samples, generate_samples
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
 
 TOK = build_tokenizer()
+SMOKE = get_profile("smoke")
 DATA = pd.DataFrame(
     {"prompt": ["7 3 5 4->22:", "1 2 3 4 5->15:"], "numbers": [[7, 3, 5, 4], [1, 2, 3, 4, 5]]}
 ).assign(target=[22, 15])
@@ -97,8 +99,8 @@ def test_benchmarks_are_stored_loaded_and_resumed(data_root, monkeypatch):
 
     monkeypatch.setattr(evaluation, "evaluate_policy", counting)
     with pytest.raises(KeyboardInterrupt):
-        evaluate_benchmarks(model, TOK, "smoke", benches, run_key="base", progress=False)
-    out = evaluate_benchmarks(model, TOK, "smoke", benches, run_key="base", progress=False)
+        evaluate_benchmarks(model, TOK, SMOKE, benches, run_key="base", progress=False)
+    out = evaluate_benchmarks(model, TOK, SMOKE, benches, run_key="base", progress=False)
     assert len(calls) == 3  # the finished benchmark was not recomputed
     (run_dir,) = (data_root / "results" / "smoke").iterdir()
     assert run_dir.name.startswith("base-")
@@ -114,12 +116,12 @@ def test_benchmarks_are_stored_loaded_and_resumed(data_root, monkeypatch):
         benches, [1, 2, 4, 8, 16]
     )
     assert (problems.n == 16).all()
-    again = evaluate_benchmarks(model, TOK, "smoke", benches, run_key="base", progress=False)
+    again = evaluate_benchmarks(model, TOK, SMOKE, benches, run_key="base", progress=False)
     assert len(calls) == 3
     pd.testing.assert_frame_equal(again["problems"], problems)
     with torch.no_grad():
         model.lm_head.weight.mul_(1.01)  # other weights: another run directory
-    evaluate_benchmarks(model, TOK, "smoke", benches[:1], run_key="base", progress=False)
+    evaluate_benchmarks(model, TOK, SMOKE, benches[:1], run_key="base", progress=False)
     assert len(calls) == 4 and len(list((data_root / "results" / "smoke").iterdir())) == 2
 
 

@@ -70,11 +70,11 @@ def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
         Variant("PSN step", "psn", {"noise_scope": "step"}, tags={"v": 1}),
     ]
     work = [(v, seed, ("countdown-l1",)) for v in variants for seed in v.seeds((0, 1))]
-    todo = budget.pending("smoke", work)
+    todo = budget.pending(get_profile("smoke"), work)
     assert len(todo) == 5 and todo[todo.arm != BASE]["train"].all()
     first = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
-    assert budget.pending("smoke", work).empty  # trained and evaluated: nothing left
-    more = budget.pending("smoke", [(GRPO, 0, ("countdown-l1", "countdown-l2"))])
+    assert budget.pending(get_profile("smoke"), work).empty  # trained and evaluated: nothing left
+    more = budget.pending(get_profile("smoke"), [(GRPO, 0, ("countdown-l1", "countdown-l2"))])
     assert more[["train", "evaluations"]].values.tolist() == [[False, 1]]
     curves, problems, logs = first["curves"], first["problems"], first["logs"]
     assert list(curves.columns[:3]) == ["policy", "seed", "v"]
@@ -101,7 +101,7 @@ def test_experiments_are_documented_functions_returning_their_plan():
     for name, function in PLANS.items():
         assert function.__qualname__ == name and function.__module__ == experiments.__name__
         assert function.__doc__ and "notebook" in function.__doc__, name
-        assert function("smoke").name == name
+        assert function(get_profile("smoke")).name == name
     assert experiments.plan("main_results", "cpu").variants == experiments.MAIN
 
 
@@ -145,23 +145,23 @@ def test_the_arms_table_reads_the_plans_variants():
 
 
 def test_experiment_functions_add_their_tables(smoke_data):
-    r = experiments.rl_narrows_coverage("smoke").run(seeds=(0,), progress=False)
+    r = experiments.rl_narrows_coverage(get_profile("smoke")).run(seeds=(0,), progress=False)
     assert {"curves", "problems", "logs", "summary"} <= set(r)
     assert "average" in set(r["summary"].benchmark)
     assert set(r["curves"].policy) == {"base", "GRPO"}
-    frontier = probes.noise_frontier("smoke", sigmas=(0.0, 0.01))
+    frontier = probes.noise_frontier(get_profile("smoke"), sigmas=(0.0, 0.01))
     assert list(frontier.policy.unique()) == ["sigma=0", "sigma=0.01"]
     assert set(frontier.benchmark) == set(get_profile("smoke").ablation_benchmarks)
 
 
 def test_side_by_side_shows_correct_answers_first(smoke_data):
-    shown = probes.side_by_side("smoke", [BASE_POLICY], Problem((7, 3, 5, 4), 22))
+    shown = probes.side_by_side(get_profile("smoke"), [BASE_POLICY], Problem((7, 3, 5, 4), 22))
     assert len(shown) == get_profile("smoke").example_responses
     assert shown.correct.tolist() == sorted(shown.correct, reverse=True)
     assert (shown.correct_in_draw >= shown.correct.sum()).all()
 
 
 def test_testbed_reports_both_policies(smoke_data):
-    r = probes.testbed("smoke")
+    r = probes.testbed(get_profile("smoke"))
     assert r["policies"].policy.tolist() == ["base", "weak"]
     assert set(r["curves"].policy) == {"base", "weak"}

@@ -122,7 +122,7 @@ def kill_and_resume(tmp_path, monkeypatch, kills: list[tuple[str, str, int]]) ->
     reference = {
         entry: outputs(entry, tmp_path / f"ref-{entry}") for entry in {e for e, *_ in kills}
     }
-    cached = run_dir("smoke", "psn", 0, {}, SMOKE_REWARD)
+    cached = run_dir(get_profile("smoke"), "psn", 0, {}, SMOKE_REWARD)
     env = {**os.environ, "PSNLIB_DATA": str(data), "OMP_NUM_THREADS": "1"}
     for i, (entry, point, step) in enumerate(kills):
         shutil.rmtree(cached, ignore_errors=True)  # the finished run of the previous round

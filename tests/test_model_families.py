@@ -28,7 +28,7 @@ from psnlib.decoder import decodable
 from psnlib.models import build_tokenizer
 from psnlib.noise import SCOPES, noise_indices, perturbed, target_parameters
 from psnlib.replication.experiments import planned_work
-from psnlib.replication.profiles import PROFILES
+from psnlib.replication.profiles import PROFILES, get_profile
 from psnlib.replication.runs import rl_config
 from psnlib.sampling import sample_tokens
 from psnlib.trainer import PSNGRPOTrainer
@@ -160,7 +160,7 @@ def test_psn_rollouts_on_every_family_and_scope(tmp_path, family, scope, caplog)
     the clean weights come back bit-exact; Gemma-2 falls back to ``generate`` with a log line."""
     model = tiny(family)
     config = rl_config(
-        "smoke", "psn", 0, tmp_path,
+        get_profile("smoke"), "psn", 0, tmp_path,
         sigma=0.05, noise_scope=scope, noise_targets=["all"], temperature=0.8,
         per_device_train_batch_size=2 * G, num_generations=G, max_completion_length=8,
         gradient_checkpointing=False, use_cpu=True, save_strategy="no",
@@ -211,7 +211,7 @@ def _planned(profile: str) -> list[tuple[str, dict, str, object]]:
     for variant, _, _ in planned_work(profile):
         if variant.arm == "base":
             continue
-        under = variant.profile(profile)
+        under = variant.profile(get_profile(profile))
         family = _family(under.base)
         key = (variant.arm, repr(sorted(variant.settings.items())), family)
         runs.setdefault(key, (variant.arm, variant.settings, family, under))

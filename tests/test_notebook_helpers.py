@@ -107,7 +107,7 @@ def _problems(policies: list[str], seeds: tuple[int, ...], benchmarks: tuple[str
 
 
 def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
-    plan = experiments.rl_narrows_coverage("smoke")
+    plan = experiments.rl_narrows_coverage(get_profile("smoke"))
     problems = _problems(["base", "GRPO"], plan.seeds, plan.benchmarks)
     table = notebook.paper_beside_ours(plan, {"problems": problems})
     claims = [c for c in CLAIMS if c.experiment is experiments.rl_narrows_coverage]
@@ -125,7 +125,7 @@ def test_paper_beside_ours_lists_the_experiments_claims_with_our_numbers():
 
 
 def test_paper_beside_ours_takes_another_experiments_claims():
-    plan = experiments.adaptive_scheduler("smoke")
+    plan = experiments.adaptive_scheduler(get_profile("smoke"))
     labels = ["PSN adaptive II", "GRPO", "PSN fixed", "PSN adaptive I (KL)"]
     problems = _problems(labels, plan.seeds, plan.benchmarks)
     seconds = {"PSN adaptive II": 2.0, "PSN fixed": 1.0}  # every step; the ablations: seed 0
@@ -143,6 +143,6 @@ def test_paper_beside_ours_takes_another_experiments_claims():
     assert throughput["ours"] == "PSN adaptive II 30.0 vs PSN fixed 60.0 (throughput)"
     own = notebook.paper_beside_ours(plan, {"problems": problems})
     assert list(own.index) == ["Variant I (KL target) raises pass@256"]
-    entropy = experiments.entropy_dynamics("smoke")
+    entropy = experiments.entropy_dynamics(get_profile("smoke"))
     with pytest.raises(ValueError, match="no claim of the papers is tested by .*'entropy_dyn"):
         notebook.paper_beside_ours(entropy, {"problems": problems})

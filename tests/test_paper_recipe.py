@@ -8,17 +8,17 @@ from psnlib.replication.runs import rl_config, rl_settings
 
 @pytest.mark.parametrize("name", ["gpu", "paper"])
 def test_variant_i_uses_the_papers_kl_target_and_sigma0(tmp_path, name):
-    config = rl_config(name, "psn_kl", 0, tmp_path)
+    config = rl_config(get_profile(name), "psn_kl", 0, tmp_path)
     assert config.sigma_scheduler == "kl_target"
     assert 0.003 <= config.kl_target <= 0.005  # the paper's range, not the testbed's 0.001
     assert config.sigma == 0.001  # the released sigma0
-    assert rl_config(name, "psn", 0, tmp_path).sigma == get_profile(name).psn_sigma
+    assert rl_config(get_profile(name), "psn", 0, tmp_path).sigma == get_profile(name).psn_sigma
 
 
 @pytest.mark.parametrize("name", ["gpu", "paper"])
 def test_one_rollout_batch_feeds_mini_batch_updates_of_12_prompts(tmp_path, name):
     p = get_profile(name)
-    config = rl_config(name, "psn", 0, tmp_path)
+    config = rl_config(get_profile(name), "psn", 0, tmp_path)
     G = p.num_generations
     assert config.generation_batch_size == p.rl_prompts_per_step * G  # one rollout batch
     per_update = config.per_device_train_batch_size * config.gradient_accumulation_steps

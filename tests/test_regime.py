@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from psnlib.replication.profiles import get_profile
 from psnlib.replication.regime import (
     GATES,
     Threshold,
@@ -117,7 +118,7 @@ def _curves(rows):
 
 
 def test_gate_values_from_hand_made_tables():
-    main = main_benchmark("smoke")
+    main = main_benchmark(get_profile("smoke"))
     assert main == "countdown-l3"
     testbed = _curves(
         [("base", 0, main, 1, 0.2), ("weak", 0, main, 1, 0.1), ("base", 0, main, 16, 0.9)]
@@ -154,7 +155,9 @@ def test_gate_values_from_hand_made_tables():
             "completable": [1.0, 1.0, 1.0],  # a new attempt completes any prefix: not the gate
         }
     )
-    values = gate_values("smoke", testbed, {"curves": curves, "problems": problems}, logs, quality)
+    values = gate_values(
+        get_profile("smoke"), testbed, {"curves": curves, "problems": problems}, logs, quality
+    )
     d = [50.0, 25.0, 50.0]
     lo = sum(d) / 3 - stats.t.ppf(0.975, 2) * pd.Series(d).std() / math.sqrt(3)
     assert values == pytest.approx(
@@ -171,18 +174,20 @@ def test_gate_values_from_hand_made_tables():
     assert 5.0 < values["narrowing_lo"] < 6.5
     with pytest.raises(ValueError, match="no pass@1 of 'weak'"):
         gate_values(
-            "smoke",
+            get_profile("smoke"),
             testbed[testbed.policy != "weak"],
             {"curves": curves, "problems": problems},
             logs,
             quality,
         )
     no_logs = gate_values(
-        "smoke", testbed, {"curves": curves, "problems": problems}, logs[[]], quality
+        get_profile("smoke"), testbed, {"curves": curves, "problems": problems}, logs[[]], quality
     )
     assert math.isnan(no_logs["psn_kl_per_token"]) and math.isnan(no_logs["tis_ess"])
     never = testbed.assign(pass_at_k=0.0)  # a base policy that never solves: no ratio, no pass
-    ratio = gate_values("smoke", never, {"curves": curves, "problems": problems}, logs, quality)
+    ratio = gate_values(
+        get_profile("smoke"), never, {"curves": curves, "problems": problems}, logs, quality
+    )
     assert math.isnan(ratio["weak_pass1_ratio"]) and ratio["base_pass1"] == 0.0
     assert not gate_table(ratio).set_index("gate").loc["weak_pass1_ratio", "pass"]
 
@@ -213,8 +218,10 @@ def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
     tokenizer = build_tokenizer()
     model = tiny_policy("qwen2", "smoke", tokenizer, seed=0).eval()
     with pytest.raises(ValueError, match="draws must divide eval_samples"):
-        premise_check(model, tokenizer, "smoke", (0.01,), (1.0,), draws=3)
-    curves = premise_check(model, tokenizer, "smoke", (0.01, 0.02), (1.0, 1.5), draws=4)
+        premise_check(model, tokenizer, get_profile("smoke"), (0.01,), (1.0,), draws=3)
+    curves = premise_check(
+        model, tokenizer, get_profile("smoke"), (0.01, 0.02), (1.0, 1.5), draws=4
+    )
     assert list(curves.columns) == ["knob", "value", "benchmark", "k", "pass_at_k", "lo", "hi"]
     assert list(zip(curves["knob"], curves["value"], curves["k"], strict=True)) == [
         (knob, value, k)

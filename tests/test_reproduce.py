@@ -17,10 +17,10 @@ from psnlib.replication.runs import train_policy
 
 def test_planned_work_is_each_run_once_with_all_its_benchmarks():
     work = experiments.planned_work("cpu")
-    keys = [v.run_key("cpu", seed) for v, seed, _ in work]
+    keys = [v.run_key(get_profile("cpu"), seed) for v, seed, _ in work]
     assert len(keys) == len(set(keys)) == len(experiments.planned_runs("cpu"))
     by_key = dict(zip(keys, work, strict=True))
-    grpo0 = by_key[experiments.GRPO.run_key("cpu", 0)]
+    grpo0 = by_key[experiments.GRPO.run_key(get_profile("cpu"), 0)]
     id_benchmarks = experiments.benchmarks_of(get_profile("cpu"), "id")
     ood = experiments.benchmarks_of(get_profile("cpu"), "ood")
     assert set(grpo0[2]) == set(id_benchmarks) | set(ood)  # main results, OOD and ablations
@@ -31,9 +31,9 @@ def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
     monkeypatch.setattr(
         reproduce, "_run_all", lambda stage, tasks, w, record: stages.update({stage: tasks})
     )
-    reproduce.prepare("cpu", 2)
-    assert list(stages) == ["policies", "weak prefixes", "runs"]
     cpu = get_profile("cpu")
+    reproduce.prepare(cpu, 2)
+    assert list(stages) == ["policies", "weak prefixes", "runs"]
     specs = {args[0] for _, *args in stages["policies"]}
     assert {cpu.base, cpu.weak, *cpu.other_policies, prefix_source(cpu, "same_family")} == specs
     prefixes = {tuple(args[1:]) for _, *args in stages["weak prefixes"]}
@@ -66,8 +66,10 @@ def test_measured_compute_reads_the_runs_own_records_and_computes_nothing(tmp_pa
     benchmarks = ("countdown-l3",)
     work = [(experiments.BASE_POLICY, 0, benchmarks), (experiments.GRPO, 0, benchmarks)]
     monkeypatch.setattr(reproduce, "planned_work", lambda profile: work)
-    reproduce._train_and_evaluate("smoke", experiments.GRPO, 0, benchmarks)  # not the base
-    table = reproduce.measured_compute("smoke").set_index("policy")
+    reproduce._train_and_evaluate(
+        get_profile("smoke"), experiments.GRPO, 0, benchmarks
+    )  # not the base
+    table = reproduce.measured_compute(get_profile("smoke")).set_index("policy")
     _, _, log = train_policy("smoke", "grpo", 0)  # loaded from the cache
     assert table.loc["GRPO", "train_seconds"] == pytest.approx(log["step_time"].sum())
     assert table.loc["GRPO", "eval_seconds"] > 0
@@ -75,7 +77,7 @@ def test_measured_compute_reads_the_runs_own_records_and_computes_nothing(tmp_pa
     # A run that is not finished is reported missing, not trained.
     work.append((experiments.PSN, 0, benchmarks))
     monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
-    psn = reproduce.measured_compute("smoke").set_index("policy").loc["PSN fixed"]
+    psn = reproduce.measured_compute(get_profile("smoke")).set_index("policy").loc["PSN fixed"]
     assert np.isnan(psn["train_seconds"]) and np.isnan(psn["eval_seconds"])
 
 

@@ -30,19 +30,19 @@ def data(tmp_path, monkeypatch):
 
 
 def test_config_takes_profile_then_arm_then_overrides(tmp_path):
-    grpo = rl_config("smoke", "grpo", 0, tmp_path)
+    grpo = rl_config(get_profile("smoke"), "grpo", 0, tmp_path)
     assert (grpo.sigma, grpo.use_tis, grpo.max_steps) == (0.0, False, 4)
     assert grpo.per_device_train_batch_size == 4 * 4  # prompts x G of the smoke profile
-    psn = rl_config("smoke", "psn", 0, tmp_path, noise_scope="step")
+    psn = rl_config(get_profile("smoke"), "psn", 0, tmp_path, noise_scope="step")
     assert (psn.sigma, psn.use_tis, psn.noise_scope) == (0.003, True, "step")
 
 
 def test_gradient_checkpointing_follows_the_profile_outside_the_cache_key(tmp_path):
     # The tiny profiles recompute nothing; the large ones keep TRL's default.
-    assert rl_config("cpu", "psn", 0, tmp_path).gradient_checkpointing is False
-    assert rl_config("paper", "psn", 0, tmp_path).gradient_checkpointing is True
+    assert rl_config(get_profile("cpu"), "psn", 0, tmp_path).gradient_checkpointing is False
+    assert rl_config(get_profile("paper"), "psn", 0, tmp_path).gradient_checkpointing is True
     slow = get_profile("cpu").with_overrides(gradient_checkpointing=True)
-    assert run_dir(slow, "psn", 0, {}, "r") == run_dir("cpu", "psn", 0, {}, "r")
+    assert run_dir(slow, "psn", 0, {}, "r") == run_dir(get_profile("cpu"), "psn", 0, {}, "r")
 
 
 def test_bad_arm_and_settings_fail_before_work(data, monkeypatch):
@@ -70,7 +70,7 @@ def test_psn_run_learns_is_cached_and_logs_psn_metrics(data, monkeypatch):
         torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters(), strict=True)
     )
     assert log2["reward"].tolist() == log["reward"].tolist()
-    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    path = run_dir(get_profile("smoke"), "psn", 0, {}, reward_key(starts_with_digit_seven))
     assert path.exists() and not path.with_name(path.name + ".work").exists()
 
 
@@ -95,9 +95,9 @@ def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
 
 
 def test_run_key_covers_the_arm_settings(monkeypatch):
-    before = run_dir("smoke", "psn", 0, {}, "r")
+    before = run_dir(get_profile("smoke"), "psn", 0, {}, "r")
     monkeypatch.setitem(runs.ARMS, "psn", {"tis_cap": 2.0})
-    assert run_dir("smoke", "psn", 0, {}, "r") != before
+    assert run_dir(get_profile("smoke"), "psn", 0, {}, "r") != before
 
 
 def test_run_key_covers_training_and_nothing_else():
@@ -117,17 +117,20 @@ def test_run_key_covers_training_and_nothing_else():
 
 def test_weak_prefix_runs_train_on_prefixed_problems_keyed_by_how_they_were_made(data):
     with pytest.raises(ValueError, match=r"\['prefix_source'\] only apply to weak-prefix runs"):
-        rl_config("smoke", "grpo", 0, data, prefix_source="same_family")
+        rl_config(get_profile("smoke"), "grpo", 0, data, prefix_source="same_family")
     with pytest.raises(ValueError, match=r"unknown prefix_source 'gpt'; allowed: weak, same_fa"):
-        rl_config("smoke", "weak_prefix", 0, data, prefix_source="gpt")
-    config = rl_config("smoke", "weak_prefix", 0, data)
+        rl_config(get_profile("smoke"), "weak_prefix", 0, data, prefix_source="gpt")
+    config = rl_config(get_profile("smoke"), "weak_prefix", 0, data)
     assert (config.prefix_prob, config.sigma) == (0.2, 0.0)
     keys = {
-        run_dir("smoke", "weak_prefix", 0, overrides, "r")
+        run_dir(get_profile("smoke"), "weak_prefix", 0, overrides, "r")
         for overrides in ({}, {"prefix_truncation": "random"}, {"prefix_source": "same_family"})
     }
     assert len(keys) == 3  # how the prefixes were made is part of the run
-    assert run_dir("smoke", "weak_prefix", 0, {"prefix_truncation": "entropy"}, "r") in keys
+    assert (
+        run_dir(get_profile("smoke"), "weak_prefix", 0, {"prefix_truncation": "entropy"}, "r")
+        in keys
+    )
     # p = 1: every group continues its prefix (the smoke policies write at least one step)
     _, _, log = train_policy(
         "smoke", "weak_prefix", 0, reward=starts_with_digit_seven, prefix_prob=1.0
@@ -139,17 +142,20 @@ def test_a_variant_names_the_run_directory_train_policy_writes():
     # train_policy keys a run by the reward of the profile's rl_dataset: math_reward on the gpu
     # profile's real training set, countdown_reward on the testbed.
     psn = Variant("PSN", "psn", {"sigma": 0.002})
-    assert psn.run_path("gpu", 1) == run_dir("gpu", "psn", 1, {"sigma": 0.002}, "math_reward")
-    testbed = run_dir("cpu", "psn", 1, {"sigma": 0.002}, "countdown_reward")
-    assert psn.run_key("cpu", 1) == testbed.name
+    assert psn.run_path(get_profile("gpu"), 1) == run_dir(
+        get_profile("gpu"), "psn", 1, {"sigma": 0.002}, "math_reward"
+    )
+    testbed = run_dir(get_profile("cpu"), "psn", 1, {"sigma": 0.002}, "countdown_reward")
+    assert psn.run_key(get_profile("cpu"), 1) == testbed.name
     with pytest.raises(ValueError, match="base policy has no RL run"):
-        Variant("base", "base").run_path("cpu", 0)
+        Variant("base", "base").run_path(get_profile("cpu"), 0)
 
 
 def test_built_in_rewards_keep_the_keys_of_the_cached_runs():
     # The run directories that the code before reward_key and the thread count (684c706) gave.
-    def key(profile, arm, seed, overrides=None, threads=1):
-        reward = reward_key(task_reward(get_profile(profile).rl_dataset))
+    def key(name, arm, seed, overrides=None, threads=1):
+        profile = get_profile(name)
+        reward = reward_key(task_reward(profile.rl_dataset))
         return run_dir(profile, arm, seed, overrides or {}, reward, threads).name
 
     assert reward_key(builtin_countdown_reward) == "countdown_reward"
@@ -238,7 +244,7 @@ RUN_DAMAGE = {
 
 @pytest.mark.parametrize("damage", RUN_DAMAGE)
 def test_a_damaged_run_is_removed_with_a_warning_and_retrained(fake_fit, damage):
-    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    path = run_dir(get_profile("smoke"), "psn", 0, {}, reward_key(starts_with_digit_seven))
     train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
     RUN_DAMAGE[damage](path)
     with pytest.warns(UserWarning, match=f"removing the damaged cached run {path} "):
@@ -248,7 +254,7 @@ def test_a_damaged_run_is_removed_with_a_warning_and_retrained(fake_fit, damage)
 
 
 def test_a_transient_error_while_loading_a_run_removes_nothing(fake_fit, monkeypatch):
-    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    path = run_dir(get_profile("smoke"), "psn", 0, {}, reward_key(starts_with_digit_seven))
     train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
     files = sorted(p.name for p in path.iterdir())
 
@@ -271,7 +277,7 @@ def test_a_run_with_a_non_finite_weight_is_not_cached(fake_fit, monkeypatch):
         return trainer, log
 
     monkeypatch.setattr(runs, "fit", diverged)
-    path = run_dir("smoke", "psn", 0, {}, reward_key(starts_with_digit_seven))
+    path = run_dir(get_profile("smoke"), "psn", 0, {}, reward_key(starts_with_digit_seven))
     with pytest.raises(ValueError, match=f"refusing to save the policy .*smoke/{path.name}: its"):
         train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
     # no run, no lock: the work directory alone, with the run's record
@@ -283,11 +289,11 @@ def test_a_run_trains_at_its_thread_count_which_keys_it(fake_fit):
     train_policy("smoke", "psn", 0, reward=starts_with_digit_seven, threads=2)
     assert fake_fit == [2] and torch.get_num_threads() == 1  # the caller's count is restored
     key = reward_key(starts_with_digit_seven)
-    assert run_dir("smoke", "psn", 0, {}, key, threads=2).exists()
-    assert not run_dir("smoke", "psn", 0, {}, key).exists()
+    assert run_dir(get_profile("smoke"), "psn", 0, {}, key, threads=2).exists()
+    assert not run_dir(get_profile("smoke"), "psn", 0, {}, key).exists()
     train_policy("smoke", "psn", 0, reward=starts_with_digit_seven)
-    assert fake_fit == [2, 1] and run_dir("smoke", "psn", 0, {}, key).exists()
+    assert fake_fit == [2, 1] and run_dir(get_profile("smoke"), "psn", 0, {}, key).exists()
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match=f"threads must be an integer >= 1, got {bad}"):
             train_policy("smoke", "psn", 0, threads=bad)
-    shutil.rmtree(run_dir("smoke", "psn", 0, {}, key))
+    shutil.rmtree(run_dir(get_profile("smoke"), "psn", 0, {}, key))

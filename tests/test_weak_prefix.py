@@ -437,8 +437,8 @@ def test_prefix_train_set_of_a_profile_and_its_same_family_control(tmp_path, mon
     )
     with pytest.raises(ValueError, match=r"unknown prefix source 'gpt'; allowed: weak, same_fam"):
         prefix_source(smoke, "gpt")
-    built = prefix_train_set("smoke", seed=0, truncation="random", progress=False)
+    built = prefix_train_set(get_profile("smoke"), seed=0, truncation="random", progress=False)
     assert len(built) == smoke.rl_train_problems and "weak_prefix" in built.column_names
-    again = prefix_train_set("smoke", seed=0, truncation="random", progress=False)
+    again = prefix_train_set(get_profile("smoke"), seed=0, truncation="random", progress=False)
     assert again["weak_prefix"] == built["weak_prefix"]
     assert len(list((tmp_path / "cache" / "weak_prefixes").iterdir())) == 1  # cached once

@@ -22,7 +22,7 @@ import pandas as pd
 from psnlib.io import data_dir
 from psnlib.replication import paths
 from psnlib.replication.pretrain import policy_dir
-from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.profiles import PolicySpec, Profile
 from psnlib.replication.variants import BASE, Variant
 
 COMPUTE_TABLE = "15_results_compute.csv"  # notebook 15's table of measured costs
@@ -35,11 +35,10 @@ def figures_dir(profile: Profile) -> Path:
     return paths.figures_dir(profile.name)
 
 
-def sft_announcement(profile: str | Profile, policies: dict[str, PolicySpec]) -> str | None:
+def sft_announcement(profile: Profile, policies: dict[str, PolicySpec]) -> str | None:
     """A line naming the ``policies`` (``{"base": spec, ...}``) that are not built yet, with
     their SFT time as notebook 01 measured it (``figures/<profile>/01_testbed.json``) where it
     did; None when all are built."""
-    profile = get_profile(profile)
     todo = [name for name, spec in policies.items() if not policy_dir(spec).exists()]
     if not todo:
         return None
@@ -63,11 +62,10 @@ def _stored_benchmarks(profile: Profile, run_key: str) -> set[str]:
     return stored
 
 
-def pending(profile: str | Profile, work: Work) -> pd.DataFrame:
+def pending(profile: Profile, work: Work) -> pd.DataFrame:
     """One row per (variant, seed) of ``work`` with something left to compute: policy, seed,
     run (its cache key), arm, ``train`` (the RL run, or the base policy's SFT, is not cached)
     and ``evaluations`` (benchmarks without a stored evaluation)."""
-    profile = get_profile(profile)
     rows = []
     for v, seed, benchmarks in work:
         key = v.run_key(profile, seed)
@@ -90,12 +88,11 @@ def measured_costs(path: str | Path) -> pd.DataFrame | None:
 
 
 def estimate_seconds(
-    todo: pd.DataFrame, measured: pd.DataFrame, planned: Work, profile: str | Profile
+    todo: pd.DataFrame, measured: pd.DataFrame, planned: Work, profile: Profile
 ) -> float:
     """Seconds ``todo`` (``pending``'s table) should take, priced with ``measured`` (a
     ``15_results_compute.csv``) whose runs are the ``planned`` work of ``profile`` (to know each
     one's arm and how many benchmarks its ``eval_seconds`` covers)."""
-    profile = get_profile(profile)
     info = {v.run_key(profile, seed): (v.arm, len(b)) for v, seed, b in planned}
     done = measured.dropna(subset=["train_seconds", "eval_seconds"])
     done = done[done["run"].isin(info)]

@@ -13,7 +13,7 @@ import pandas as pd
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.evaluate import evaluate_answers, evaluate_policy
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import Profile
 from psnlib.replication.store import ResultStore, weights_fingerprint
 from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark
 
@@ -74,7 +74,7 @@ def evaluate_at_profile(
 def evaluate_benchmarks(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    profile: str | Profile,
+    profile: Profile,
     benchmarks: tuple[str, ...] | None = None,
     *,
     run_key: str,
@@ -94,7 +94,6 @@ def evaluate_benchmarks(
     Returns ``{"problems": run x benchmark x problem, "curves": run x benchmark x k}``, with
     columns run, seed, benchmark first, and ``seconds`` per benchmark in ``curves``.
     """
-    profile = get_profile(profile)
     config = eval_config(model, profile, run_key, seed, engine)
     store = ResultStore.for_run(profile.name, run_key, config)
 

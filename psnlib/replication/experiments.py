@@ -143,17 +143,15 @@ def _ablation(name: str, p: Profile, *variants: Variant, seeds: tuple[int, ...] 
     return Plan(name, p, [GRPO, PSN, *variants], seeds or p.ablation_seeds, p.ablation_benchmarks)
 
 
-def rl_narrows_coverage(profile: str | Profile = "cpu") -> Plan:
+def rl_narrows_coverage(p: Profile) -> Plan:
     """Base vs GRPO on the in-distribution benchmarks at the main seeds (notebook 02): RLVR
     raises pass@1 and narrows pass@k at large k (both papers' motivation)."""
-    p = get_profile(profile)
     return Plan("rl_narrows_coverage", p, [BASE_POLICY, GRPO], p.seeds, benchmarks_of(p, "id"))
 
 
-def main_results(profile: str | Profile = "cpu") -> Plan:
+def main_results(p: Profile) -> Plan:
     """Base, GRPO, PSN fixed and PSN adaptive II on the in-distribution benchmarks at the main
     seeds (notebook 03; the PSN paper's main table)."""
-    p = get_profile(profile)
     return Plan("main_results", p, MAIN, p.seeds, benchmarks_of(p, "id"))
 
 
@@ -166,33 +164,32 @@ def on_model(v: Variant, profile: Profile, spec: PolicySpec) -> Variant:
     return Variant(f"{v.label} ({model})", v.arm, policy=policy, tags=tags)
 
 
-def across_models(profile: str | Profile = "cpu") -> Plan:
+def across_models(p: Profile) -> Plan:
     """Base, GRPO and PSN fixed from the profile's base policy and each of its
     ``other_policies``, at the ablation seeds (notebook 03; the PSN paper's other models)."""
-    p = get_profile(profile)
     specs = (p.base, *p.other_policies)
     variants = [on_model(v, p, spec) for spec in specs for v in (BASE_POLICY, GRPO, PSN)]
     return Plan("across_models", p, variants, p.ablation_seeds, benchmarks_of(p, "id"))
 
 
-def tis_ablation(profile: str | Profile = "cpu") -> Plan:
+def tis_ablation(profile: Profile) -> Plan:
     """PSN without TIS, with one sequence-level ratio and with a tighter cap, beside GRPO and
     PSN with token-level TIS (notebook 04)."""
     return _ablation(
         "tis_ablation",
-        get_profile(profile),
+        profile,
         PSN_NO_TIS,
         Variant("PSN, sequence-level TIS", "psn", {"tis_level": "sequence"}),
         Variant("PSN, TIS cap C=2", "psn", {"tis_cap": 2.0}),
     )
 
 
-def noise_site(profile: str | Profile = "cpu") -> Plan:
+def noise_site(profile: Profile) -> Plan:
     """The same sigma on the MLP weights (PSN fixed), on attention, on every linear layer
     (notebook 05)."""
     return _ablation(
         "noise_site",
-        get_profile(profile),
+        profile,
         PSN_ATTENTION,
         PSN_ALL_LAYERS,
     )
@@ -211,10 +208,9 @@ def noise_scope(scope: str) -> Variant:
     return Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags)
 
 
-def sigma_sweep(profile: str | Profile = "cpu") -> Plan:
+def sigma_sweep(p: Profile) -> Plan:
     """GRPO and PSN at the profile's absolute sigmas, sigmas relative to each weight's RMS, and
     each noise scope (notebook 06)."""
-    p = get_profile(profile)
     variants = [GRPO, *map(swept_sigma, p.sigma_sweep)]
     for sigma in p.relative_sigmas:
         settings = {"sigma": sigma, "noise_relative": True}
@@ -224,16 +220,15 @@ def sigma_sweep(profile: str | Profile = "cpu") -> Plan:
     return Plan("sigma_sweep", p, variants, p.ablation_seeds, p.ablation_benchmarks)
 
 
-def adaptive_scheduler(profile: str | Profile = "cpu") -> Plan:
+def adaptive_scheduler(profile: Profile) -> Plan:
     """Fixed sigma vs the KL-target scheduler (Variant I) vs the diversity scheduler (Variant
     II) (notebook 07)."""
-    return _ablation("adaptive_scheduler", get_profile(profile), PSN_KL, PSN_ADAPTIVE)
+    return _ablation("adaptive_scheduler", profile, PSN_KL, PSN_ADAPTIVE)
 
 
-def passk_training(profile: str | Profile = "cpu") -> Plan:
+def passk_training(p: Profile) -> Plan:
     """GRPO and PSN with Pass@k-training advantages, at the ablation seeds (notebook 08): not one
     of the primary comparisons, which take the main seeds (issue 21)."""
-    p = get_profile(profile)
     return _ablation(
         "passk_training",
         p,
@@ -242,55 +237,51 @@ def passk_training(profile: str | Profile = "cpu") -> Plan:
     )
 
 
-def weak_prefix(profile: str | Profile = "cpu") -> Plan:
+def weak_prefix(p: Profile) -> Plan:
     """Base, GRPO and GRPO with weak prefixes (p = 0.2, entropy cut) on the in-distribution
     benchmarks at the main seeds (notebook 09; the weak-guidance paper's main table)."""
-    p = get_profile(profile)
     variants = [BASE_POLICY, GRPO, WEAK_PREFIX]
     return Plan("weak_prefix", p, variants, p.seeds, benchmarks_of(p, "id"))
 
 
-def weak_prefix_ablation(profile: str | Profile = "cpu") -> Plan:
+def weak_prefix_ablation(p: Profile) -> Plan:
     """Weak prefixes with random truncation, p = 0.5 and 1.0, and same-family prefixes, beside
     GRPO and the main setting (notebook 09; the weak-guidance paper's ablations)."""
-    p = get_profile(profile)
     main = {"ablation": "none", "value": "p=0.2, entropy cut, weak source"}
     variants = [GRPO, Variant(WEAK_PREFIX.label, WEAK_PREFIX.arm, tags=main)]
     variants += [PREFIX_RANDOM_CUT, PREFIX_P05, PREFIX_P1, PREFIX_SAME_FAMILY]
     return Plan("weak_prefix_ablation", p, variants, p.ablation_seeds, p.ablation_benchmarks)
 
 
-def entropy_dynamics(profile: str | Profile = "cpu") -> Plan:
+def entropy_dynamics(p: Profile) -> Plan:
     """GRPO, PSN fixed and PSN adaptive II at the main seeds, for their training logs (entropy,
     reward) and pass@k on the ablation benchmarks (notebook 10)."""
-    p = get_profile(profile)
     variants = [GRPO, PSN, PSN_ADAPTIVE]
     return Plan("entropy_dynamics", p, variants, p.seeds, p.ablation_benchmarks)
 
 
-def coverage(profile: str | Profile = "cpu") -> Plan:
+def coverage(profile: Profile) -> Plan:
     """The main comparison's runs, for solved sets, distinct solutions, diversity and step
     validity per problem (notebooks 11, 12)."""
     return dataclasses.replace(main_results(profile), name="coverage")
 
 
-def ood(profile: str | Profile = "cpu") -> Plan:
+def ood(p: Profile) -> Plan:
     """The main comparison's runs on the out-of-distribution benchmarks (notebook 13)."""
-    p = get_profile(profile)
     return dataclasses.replace(main_results(p), name="ood", benchmarks=benchmarks_of(p, "ood"))
 
 
-def psn_with_weak_prefix(profile: str | Profile = "cpu") -> Plan:
+def psn_with_weak_prefix(profile: Profile) -> Plan:
     """GRPO and PSN, each with and without weak prefixes (notebook 14; in neither paper)."""
     return _ablation(
         "psn_with_weak_prefix",
-        get_profile(profile),
+        profile,
         WEAK_PREFIX,
         Variant("PSN + weak prefix", "psn_weak_prefix"),
     )
 
 
-PLANS: dict[str, Callable[[str | Profile], Plan]] = {
+PLANS: dict[str, Callable[[Profile], Plan]] = {
     f.__name__: f
     for f in (
         rl_narrows_coverage,
@@ -312,10 +303,11 @@ PLANS: dict[str, Callable[[str | Profile], Plan]] = {
 
 
 def plan(name: str, profile: str | Profile) -> Plan:
-    """The plan of experiment ``name`` (a key of ``PLANS``) at ``profile``."""
+    """The plan of experiment ``name`` (a key of ``PLANS``) at ``profile`` (a ``Profile`` or its
+    name, resolved here once)."""
     if name not in PLANS:
         raise ValueError(f"unknown experiment {name!r}; allowed: {sorted(PLANS)}")
-    return PLANS[name](profile)
+    return PLANS[name](get_profile(profile))
 
 
 def run(
@@ -328,10 +320,10 @@ def run(
     return plan(name, profile).run(seeds, progress)
 
 
-def _plan_entries(profile: str | Profile) -> Iterator[tuple[str, Variant, int, tuple[str, ...]]]:
+def _plan_entries(profile: Profile) -> Iterator[tuple[str, Variant, int, tuple[str, ...]]]:
     """(experiment, variant, seed, benchmarks) of every plan, in plan order."""
-    for name in PLANS:
-        p = plan(name, profile)
+    for name, build in PLANS.items():
+        p = build(profile)
         for v in p.variants:
             for seed in v.seeds(p.seeds):
                 yield name, v, seed, p.benchmarks
@@ -340,7 +332,8 @@ def _plan_entries(profile: str | Profile) -> Iterator[tuple[str, Variant, int, t
 def planned_work(profile: str | Profile = "cpu") -> list[tuple[Variant, int, tuple[str, ...]]]:
     """Every distinct (variant, seed) the experiments train or load, once, with the union of the
     benchmarks they evaluate it on, in plan order: what ``psnlib.replication.reproduce --workers``
-    prepares in parallel before the notebooks run."""
+    prepares in parallel before the notebooks run. ``profile``: a ``Profile`` or its name."""
+    profile = get_profile(profile)
     work: dict[str, tuple[Variant, int, dict[str, None]]] = {}
     for _, v, seed, benchmarks in _plan_entries(profile):
         work.setdefault(v.run_key(profile, seed), (v, seed, {}))[2].update(
@@ -352,7 +345,9 @@ def planned_work(profile: str | Profile = "cpu") -> list[tuple[Variant, int, tup
 def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
     """Every policy the experiments train or evaluate, one row per distinct run (arm, seed and
     settings; base policies have arm ``base`` and train nothing), with the experiments that share
-    it and how many benchmarks it is evaluated on: the compute budget of ``make reproduce``."""
+    it and how many benchmarks it is evaluated on: the compute budget of ``make reproduce``.
+    ``profile``: a ``Profile`` or its name."""
+    profile = get_profile(profile)
     rows: dict[str, dict] = {}
     for name, v, seed, benchmarks in _plan_entries(profile):
         key = v.run_key(profile, seed)

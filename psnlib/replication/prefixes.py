@@ -9,19 +9,18 @@ from dataclasses import replace
 from datasets import Dataset
 
 from psnlib.replication.pretrain import build_policy
-from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.profiles import PolicySpec, Profile
 from psnlib.tasks.datasets import step_task, train_problems
 from psnlib.weak_prefix import build_prefixes
 
 PREFIX_SOURCES = ("weak", "same_family")
 
 
-def prefix_source(profile: str | Profile, source: str = "weak") -> PolicySpec:
+def prefix_source(profile: Profile, source: str = "weak") -> PolicySpec:
     """The policy that writes prefixes: the profile's ``weak`` policy (another family), or
     ``same_family``: a policy of the weak policy's size and SFT length trained on the target's
     recipe (its family, chain style, batch, learning rate and seed): the paper's same-family
     control, a smaller model of the target's family trained like the target."""
-    profile = get_profile(profile)
     if source not in PREFIX_SOURCES:
         raise ValueError(f"unknown prefix source {source!r}; allowed: {', '.join(PREFIX_SOURCES)}")
     if source == "weak":
@@ -36,7 +35,7 @@ def prefix_source(profile: str | Profile, source: str = "weak") -> PolicySpec:
 
 
 def prefix_train_set(
-    profile: str | Profile,
+    profile: Profile,
     seed: int = 0,
     *,
     truncation: str = "entropy",
@@ -45,7 +44,6 @@ def prefix_train_set(
 ) -> Dataset:
     """The profile's RL training set (``Profile.rl_dataset``) with weak prefixes
     (``build_prefixes``) written by ``source`` and cut under the profile's base policy; cached."""
-    profile = get_profile(profile)
     target, target_tokenizer, _ = build_policy(profile.base)
     weak, weak_tokenizer, _ = build_policy(prefix_source(profile, source))
     return build_prefixes(

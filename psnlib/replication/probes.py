@@ -16,14 +16,14 @@ from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.experiments import BASE_POLICY
 from psnlib.replication.prefixes import prefix_train_set
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash, weak_policy
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import Profile
 from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
 from psnlib.sampling import generate_samples
 from psnlib.tasks.countdown import Problem, verify
 from psnlib.tasks.prefix_quality import prefix_quality
 
 
-def prefix_quality_table(profile: str | Profile = "cpu", seed: int = 0) -> pd.DataFrame:
+def prefix_quality_table(profile: Profile, seed: int = 0) -> pd.DataFrame:
     """How many training prefixes can still be completed to a correct chain, exactly (the weak
     paper's Figure 4 asked an LLM judge): one row per (truncation, source) the ablations use,
     with ``psnlib.tasks.prefix_quality.prefix_quality``'s shares and the mean prefix length in
@@ -39,14 +39,13 @@ def prefix_quality_table(profile: str | Profile = "cpu", seed: int = 0) -> pd.Da
 
 
 def noise_frontier(
-    profile: str | Profile = "cpu", sigmas: tuple[float, ...] | None = None, seed: int = 0
+    profile: Profile, sigmas: tuple[float, ...] | None = None, seed: int = 0
 ) -> pd.DataFrame:
     """pass@k of the base policy with its MLP weights perturbed once by noise of each sigma
     (default: 0 and the profile's sweep) on the ablation benchmarks (notebook 00).
 
     Returns curves with columns policy, sigma, benchmark, k, pass_at_k, lo, hi.
     """
-    profile = get_profile(profile)
     model, tokenizer, _ = base_policy(profile)
     curves = []
     for sigma in (0.0, *profile.sigma_sweep) if sigmas is None else sigmas:
@@ -61,13 +60,12 @@ def noise_frontier(
 
 
 def side_by_side(
-    profile: str | Profile, variants: list[Variant], problem: Problem, seed: int = 0
+    profile: Profile, variants: list[Variant], problem: Problem, seed: int = 0
 ) -> pd.DataFrame:
     """Fresh samples of each variant (at training seed ``seed``) on one problem, as many as an
     evaluation draws; keeps ``profile.example_responses`` per variant, correct ones first.
 
     Returns columns policy, response, correct, correct_in_draw (how many of the draw were)."""
-    profile = get_profile(profile)
     rows = []
     for v in variants:
         model, tokenizer, _ = load_variant(profile, v, seed)
@@ -90,13 +88,12 @@ def side_by_side(
     return pd.DataFrame(rows)
 
 
-def testbed(profile: str | Profile = "cpu", benchmarks: tuple[str, ...] = ()) -> dict:
+def testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
     """The testbed's base and weak policies and their pass@k (notebook 01), on ``benchmarks``
     (default: the ablation benchmarks).
 
     Returns ``{"curves": policy x benchmark x k, "policies": one row per policy}``.
     """
-    profile = get_profile(profile)
     if note := budget.sft_announcement(profile, {"base": profile.base, "weak": profile.weak}):
         print(note, flush=True)
     curves, policies = [], []

@@ -30,7 +30,7 @@ from psnlib.noise import NoiseConfig, perturbed
 from psnlib.replication.claim_stats import PASS_AT_MAX
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import BASE_POLICY, GRPO
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import Profile
 from psnlib.replication.results import check_claim
 from psnlib.tasks import load_benchmark
 
@@ -102,9 +102,9 @@ GATES: dict[str, Gate] = {
 ]
 
 
-def main_benchmark(profile: str | Profile) -> str:
+def main_benchmark(profile: Profile) -> str:
     """The profile's main benchmark: the first ablation benchmark (countdown-l3 on the testbed)."""
-    return get_profile(profile).ablation_benchmarks[0]
+    return profile.ablation_benchmarks[0]
 
 
 def _pass1(curves: pd.DataFrame, policy: str, benchmark: str) -> float:
@@ -129,7 +129,7 @@ def _median(logs: pd.DataFrame, column: str) -> float:
 
 
 def gate_values(
-    profile: str | Profile,
+    profile: Profile,
     testbed: pd.DataFrame,
     narrowing: dict[str, pd.DataFrame],
     psn_logs: pd.DataFrame,
@@ -143,7 +143,6 @@ def gate_values(
     runs' training logs (``psn/kl_proxy``, ``tis/ess``); ``prefix_quality``:
     ``prefix_quality_table`` (the row of entropy cuts of the weak policy's chains).
     """
-    profile = get_profile(profile)
     main = main_benchmark(profile)
     base = _pass1(testbed, "base", main)
     narrows = check_claim(NARROWING, narrowing["problems"], profile)  # base - GRPO, pass@max
@@ -224,7 +223,7 @@ def write_regime(table: pd.DataFrame, path: str | Path) -> Path:
 def premise_check(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    profile: str | Profile,
+    profile: Profile,
     sigmas: tuple[float, ...],
     temperatures: tuple[float, ...],
     draws: int = 4,
@@ -238,7 +237,6 @@ def premise_check(
     largest), pass_at_k and its bootstrap interval over problems (lo, hi). ``at_equal_pass1``
     compares the two knobs at the same pass@1.
     """
-    profile = get_profile(profile)
     if draws < 1 or profile.eval_samples % draws:
         raise ValueError(f"draws must divide eval_samples ({profile.eval_samples}), got {draws}")
     benchmark = main_benchmark(profile)

@@ -79,7 +79,7 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines=
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
     """Where a notebook writes figures and tables: ``figures_dir``, by default the checkout's
     ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing."""
-    path = Path(figures_dir) if figures_dir else default_figures(get_profile(profile).name)
+    path = Path(figures_dir) if figures_dir else default_figures(profile)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -184,13 +184,13 @@ def _build(spec: PolicySpec) -> str:
     return f"policy {spec.family}-{spec.size}-{spec.sft_style}"
 
 
-def _prefixes(profile: str, seed: int, truncation: str, source: str) -> str:
+def _prefixes(profile: Profile, seed: int, truncation: str, source: str) -> str:
     prefix_train_set(profile, seed, truncation=truncation, source=source, progress=False)
     return f"prefixes seed {seed}, {truncation} cut, {source} source"
 
 
 def _train_and_evaluate(
-    profile: str, variant: Variant, seed: int, benchmarks: tuple[str, ...]
+    profile: Profile, variant: Variant, seed: int, benchmarks: tuple[str, ...]
 ) -> str:
     model, tokenizer, _ = load_variant(profile, variant, seed)
     run_key = variant.run_key(profile, seed)
@@ -237,18 +237,17 @@ def _run_all(
             pool.shutdown(cancel_futures=True)
 
 
-def prepare(profile: str, workers: int, record: Callable[[dict], None] | None = None) -> None:
+def prepare(profile: Profile, workers: int, record: Callable[[dict], None] | None = None) -> None:
     """Build, train and evaluate everything the notebooks load, ``workers`` at a time; each
     task's time is passed to ``record``."""
-    p = get_profile(profile)
     work = planned_work(profile)
-    specs = {p.base, p.weak, *(v.profile(p).base for v, _, _ in work)}
+    specs = {profile.base, profile.weak, *(v.profile(profile).base for v, _, _ in work)}
     prefixes = set()
     for v, seed, _ in work:
-        settings = {} if v.arm == BASE else rl_settings(p, v.arm, seed, **v.settings)
+        settings = {} if v.arm == BASE else rl_settings(profile, v.arm, seed, **v.settings)
         if settings.get("prefix_prob", 0.0) > 0:
             prefixes.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
-            specs.add(prefix_source(p, settings["prefix_source"]))
+            specs.add(prefix_source(profile, settings["prefix_source"]))
     _run_all("policies", [(_build, spec) for spec in specs], workers, record)
     prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
     _run_all("weak prefixes", prefix_tasks, workers, record)
@@ -256,7 +255,7 @@ def prepare(profile: str, workers: int, record: Callable[[dict], None] | None = 
     _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, record)
 
 
-def measured_compute(profile: str) -> pd.DataFrame:
+def measured_compute(profile: Profile) -> pd.DataFrame:
     """What each planned run cost, from its own records; nothing is trained or evaluated.
 
     One row per run of ``planned_work``: ``train_seconds``, the sum of its steps' ``step_time``
@@ -357,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     profile, fingerprint = settings.name, profile_fingerprint(settings)
     figures_dir = default_figures(profile, args.out).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
-    plan = planned_runs(profile)
+    plan = planned_runs(settings)
     print(
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
         f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
@@ -368,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     record_versions(figures_dir)
     if args.workers and not args.only:
         start = time.perf_counter()
-        prepare(profile, args.workers, record)
+        prepare(settings, args.workers, record)
         seconds = round(time.perf_counter() - start)
         record({"stage": "prepare", "workers": args.workers, "seconds": seconds})
     for path in paths:

@@ -77,10 +77,9 @@ RUN_META_KEYS = ("profile", "arm", "seed", "overrides", "log")
 RUN_FILE = "psnlib_run.json"  # in a run's work directory: its record, written as training starts
 
 
-def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
+def rl_settings(profile: Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
     """The ``PSNGRPOConfig`` settings of one run, without its output directory: profile sizes,
     then the arm, then ``overrides``."""
-    profile = get_profile(profile)
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
     G = profile.num_generations
@@ -126,7 +125,7 @@ def rl_settings(profile: str | Profile, arm: str, seed: int, **overrides: Any) -
 
 
 def rl_config(
-    profile: str | Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
+    profile: Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
 ) -> PSNGRPOConfig:
     """The ``PSNGRPOConfig`` of one run (``rl_settings`` but the prefix settings), writing to
     ``output_dir``; the settings that change no result (gradient checkpointing, how many
@@ -135,16 +134,15 @@ def rl_config(
     for name in PREFIX_SETTINGS:
         settings.pop(name, None)
     speed = {
-        "activation_checkpointing": get_profile(profile).gradient_checkpointing,
+        "activation_checkpointing": profile.gradient_checkpointing,
         "save_total_limit": KEEP_CHECKPOINTS,
     }
     return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
 
 
-def train_set(profile: str | Profile, arm: str, seed: int, **overrides: Any) -> Dataset:
+def train_set(profile: Profile, arm: str, seed: int, **overrides: Any) -> Dataset:
     """The training problems of a run (the profile's ``rl_dataset``), with weak prefixes if it
     uses them."""
-    profile = get_profile(profile)
     settings = rl_settings(profile, arm, seed, **overrides)
     if settings.get("prefix_prob", 0.0) > 0:
         return prefix_train_set(
@@ -193,7 +191,7 @@ def reward_key(reward: Callable[..., list[float]], reward_id: str | None = None)
 
 
 def run_dir(
-    profile: str | Profile,
+    profile: Profile,
     arm: str,
     seed: int,
     overrides: dict[str, Any],
@@ -205,7 +203,6 @@ def run_dir(
     setting and the torch thread count) and nothing else: a change to the profile's evaluation
     sizes still finds the same run, and so does an override to the value that the profile and
     arm already give."""
-    profile = get_profile(profile)
     data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
     # RL's rounding depends on the thread count (5e-7 apart at 1 and 2 threads). Every cached
     # run was trained at 1: a make reproduce worker (psnlib.replication.reproduce._one_thread), the

@@ -50,16 +50,15 @@ class Variant:
         if self.arm == BASE and self.settings:
             raise ValueError(f"the base policy takes no RL settings, got {self.settings}")
 
-    def profile(self, profile: str | Profile) -> Profile:
+    def profile(self, profile: Profile) -> Profile:
         """The profile this variant trains under (its own base policy, if it has one)."""
-        profile = get_profile(profile)
         return profile if self.policy is None else profile.with_overrides(base=self.policy)
 
     def seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
         """The seeds it runs at: the base policy is trained once, so only the first."""
         return seeds[:1] if self.arm == BASE else seeds
 
-    def run_path(self, profile: str | Profile, seed: int) -> Path:
+    def run_path(self, profile: Profile, seed: int) -> Path:
         """Its RL run's cache directory, as ``train_policy`` names it (the reward of the
         profile's ``rl_dataset``); not for the base policy, which trains nothing."""
         if self.arm == BASE:
@@ -68,13 +67,13 @@ class Variant:
         reward = task_reward(profile.rl_dataset).__qualname__
         return run_dir(profile, self.arm, seed, self.settings, reward)
 
-    def run_key(self, profile: str | Profile, seed: int) -> str:
+    def run_key(self, profile: Profile, seed: int) -> str:
         """The name its evaluations are stored under: its run directory's name."""
         if self.arm == BASE:
             return f"{BASE}-{spec_hash(self.profile(profile).base)}"
         return self.run_path(profile, seed).name
 
-    def effective_settings(self, profile: str | Profile) -> dict[str, Any]:
+    def effective_settings(self, profile: Profile) -> dict[str, Any]:
         """What its runs change with respect to plain GRPO at ``profile``: the resolved
         ``PSNGRPOConfig`` fields (profile, then arm, then ``settings``) whose values differ from
         the GRPO arm's, and the weak-prefix settings of prefixed runs; ``{}`` for the base
@@ -111,13 +110,10 @@ def _format(value: Any) -> str:
     return str(value)
 
 
-def arms_table(
-    variants: list[Variant], profile: str | Profile, seeds: tuple[int, ...]
-) -> pd.DataFrame:
+def arms_table(variants: list[Variant], profile: Profile, seeds: tuple[int, ...]) -> pd.DataFrame:
     """The compared policies, one row each: label, arm, how many training seeds, and what it
     changes with respect to plain GRPO at ``profile`` (``Variant.effective_settings``); a
     ``base policy`` column where some variant starts from another base policy."""
-    profile = get_profile(profile)
     rows = []
     for v in variants:
         changed = v.effective_settings(profile)
@@ -135,7 +131,7 @@ def arms_table(
 
 
 def load_variant(
-    profile: str | Profile, variant: Variant, seed: int
+    profile: Profile, variant: Variant, seed: int
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
     """The variant's policy at ``seed`` (trained now if not cached), its tokenizer and training
     log (empty for the base policy)."""
@@ -165,8 +161,10 @@ def compare(
     variant lacks one) first:
     ``curves`` (x benchmark x k: pass_at_k and its bootstrap interval over problems, lo/hi),
     ``problems`` (x benchmark x problem: ``psnlib.evaluate.evaluate_policy``'s columns) and
-    ``logs`` (x training step: reward, entropy, psn/*, tis/*).
+    ``logs`` (x training step: reward, entropy, psn/*, tis/*). ``profile`` is a ``Profile`` or
+    its name, resolved here once.
     """
+    profile = get_profile(profile)
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels):
         raise ValueError(f"variant labels must be distinct, got {labels}")
