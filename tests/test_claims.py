@@ -309,7 +309,7 @@ def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
     text = claims_markdown(pd.DataFrame([row]))
     assert "| benchmarks |" in text and f"| {', '.join(ID)} |" in text
     assert f"{row['diff']:+.3f}" in text  # entropy in nats, three decimals
-    md = results_markdown(pd.DataFrame([row]), "cpu", no_timing("/nonexistent.json"))
+    md = results_markdown(pd.DataFrame([row]), get_profile("cpu"), no_timing("/nonexistent.json"))
     words = " ".join(md.split())
     assert "the ablations (1 seed) evaluate countdown-l3 only" in words
     seeds = len(get_profile("cpu").seeds)

@@ -214,7 +214,7 @@ def test_markdown_and_timing_summary(tmp_path):
     compute = pd.DataFrame(
         {"train_seconds": [3600.0, 1800.0, None], "eval_seconds": [1800.0, 1800.0, None]}
     )
-    text = results_markdown(table, "smoke", summary, compute)
+    text = results_markdown(table, get_profile("smoke"), summary, compute)
     assert "2 of 3 planned runs finished" in text and "1.50 hours and" in text
     assert "their evaluations 1.00 hours" in text and "1.25 hours on 2 cores" in text
     assert (
@@ -284,7 +284,7 @@ def test_the_discussion_is_computed_from_the_table_not_written_once():
     assert "*inconclusive*" in text2 and "would need about" in text2
     assert "Exploratory" not in text2
     # nothing of the cpu run's conclusions is printed for another table
-    smoke = results_markdown(other, "smoke", timing_summary("/nonexistent.json"))
+    smoke = results_markdown(other, get_profile("smoke"), timing_summary("/nonexistent.json"))
     assert "Weak prefixes lower coverage here" not in smoke and "*inconclusive*" in smoke
 
 

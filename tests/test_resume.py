@@ -9,51 +9,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import CHECKPOINTED, PROMPTS, tiny_trainer
 from datasets import Dataset
 
-from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.replication import runs
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.runs import train_policy
-from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.trainer import PSNGRPOTrainer
 
-PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
-def distinct_chars(completions: list[str], **kwargs) -> list[float]:
-    return [len(set(c)) / 10 for c in completions]
-
-
 def make_trainer(output_dir: Path, **overrides) -> PSNGRPOTrainer:
-    tokenizer = build_tokenizer()
-    args = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 8,  # 2 prompts x 4 rollouts
-        "num_generations": 4,
-        "max_completion_length": 8,
-        "max_steps": 3,
-        "learning_rate": 1e-2,
-        "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "steps",
-        "save_steps": 1,
-        "gradient_checkpointing": False,
-        "use_cpu": True,
-        "bf16": False,
-        "seed": 0,
-        "sigma": 0.01,
-        **overrides,
-    }
-    return PSNGRPOTrainer(
-        model=tiny_policy(size="smoke", tokenizer=tokenizer, seed=0),
-        reward_funcs=distinct_chars,
-        args=PSNGRPOConfig(**args),
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS * 4}),
-        processing_class=tokenizer,
-    )
+    """Three steps with a checkpoint after each (``conftest.CHECKPOINTED``)."""
+    data = Dataset.from_dict({"prompt": PROMPTS * 4})
+    return tiny_trainer(output_dir, train_dataset=data, **{**CHECKPOINTED, **overrides})
 
 
 def steps(log: list[dict]) -> dict[int, dict]:

@@ -39,7 +39,7 @@ from psnlib.replication.experiments import (
     main_results,
     weak_prefix,
 )
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import Profile
 from psnlib.replication.results_text import (
     claims_markdown,
     discussion,
@@ -192,14 +192,11 @@ def check_claim(
     }
 
 
-def evaluate_claims(
-    profile: str | Profile = "cpu", claims: tuple[Claim, ...] = CLAIMS
-) -> pd.DataFrame:
+def evaluate_claims(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
     """Every claim tested on its experiment's tables (runs trained and evaluated now if not
     cached; each experiment once): one row per claim, the columns of ``check_claim``; a claim
     whose policies the profile's experiment does not train gets the row of ``not_run``, and
     nothing is trained for it."""
-    profile = get_profile(profile)
     tables: dict[Callable[[Profile], Plan], dict[str, pd.DataFrame]] = {}  # per experiment
     rows = []
     for claim in claims:
@@ -215,7 +212,7 @@ def evaluate_claims(
     return pd.DataFrame(rows)
 
 
-def headline_curves(profile: str | Profile = "cpu") -> pd.DataFrame:
+def headline_curves(profile: Profile) -> pd.DataFrame:
     """pass@k averaged over the in-distribution benchmarks, per policy and seed: base, GRPO,
     PSN fixed and adaptive (notebook 03) and GRPO + weak prefix (notebook 09)."""
     main = main_results(profile).run(progress=False)["curves"]

@@ -19,7 +19,7 @@ import pandas as pd
 from psnlib.io import atomic_write_text
 from psnlib.replication.claim_stats import number
 from psnlib.replication.claims import NOT_RUN
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import Profile
 from psnlib.replication.verdicts import seeds_needed, standard_error
 
 
@@ -162,31 +162,30 @@ def discussion(table: pd.DataFrame) -> str:
 
 def results_markdown(
     table: pd.DataFrame,
-    profile: str | Profile,
+    profile: Profile,
     timing: dict,
     compute: pd.DataFrame | None = None,
     figure: str | None = None,
 ) -> str:
     """RESULTS.md: how it was made, the headline figure, the claims table and the run time
     (``timing_summary``, and ``psnlib.replication.reproduce.measured_compute``'s table if given)."""
-    p = get_profile(profile)
     intro = INTRO.format(
-        name=p.name,
-        steps=p.rl_steps,
-        prompts=p.rl_prompts_per_step,
-        G=p.num_generations,
-        problems=p.eval_problems,
-        samples=p.eval_samples,
-        temperature=p.eval_temperature,
-        lr=p.learning_rate,
-        sigma=p.psn_sigma,
-        cap=p.tis_cap,
-        main_seeds=_seeds_text(p.seeds),
-        ablation_seeds=_seeds_text(p.ablation_seeds),
-        ablation_benchmarks=", ".join(p.ablation_benchmarks),
+        name=profile.name,
+        steps=profile.rl_steps,
+        prompts=profile.rl_prompts_per_step,
+        G=profile.num_generations,
+        problems=profile.eval_problems,
+        samples=profile.eval_samples,
+        temperature=profile.eval_temperature,
+        lr=profile.learning_rate,
+        sigma=profile.psn_sigma,
+        cap=profile.tis_cap,
+        main_seeds=_seeds_text(profile.seeds),
+        ablation_seeds=_seeds_text(profile.ablation_seeds),
+        ablation_benchmarks=", ".join(profile.ablation_benchmarks),
         not_run=NOT_RUN,
     )
-    parts = [f"# Results at the `{p.name}` profile", intro]
+    parts = [f"# Results at the `{profile.name}` profile", intro]
     if figure:
         parts.append(f"![pass@k, average of the in-distribution benchmarks]({figure})")
     parts += ["## Claim by claim", claims_markdown(table), "## Run time", _timing_text(timing)]
@@ -232,7 +231,7 @@ def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
 def write_results(
     table: pd.DataFrame,
     path: str | Path,
-    profile: str | Profile,
+    profile: Profile,
     timing_path: str | Path,
     compute: pd.DataFrame | None = None,
     figure: str | None = None,
