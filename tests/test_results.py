@@ -261,7 +261,7 @@ def test_judge_recomputes_verdicts_from_the_intervals_and_the_claims():
     assert list(judged["verdict"]) == [
         "reproduced",
         "inconclusive",
-        "inconclusive",  # covers 0: the paper's size excluded, its direction not refuted
+        "smaller than reported",  # covers 0: the paper's size excluded, its direction not
         "reproduced",
         "contradicted",
         "exploratory",
@@ -292,3 +292,25 @@ def test_claim_names_are_unique():
     """``judge`` and the notebooks' tables find a claim by its name."""
     names = [c.name for c in CLAIMS]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_the_size_of_the_papers_effect_is_judged_raw_and_scaled_to_the_headroom():
+    """GRPO at 88.3 here against the paper's 74.7: the +2.2 shrinks to about +1.0. An interval
+    that already decides the size says so for both and asks for no seeds; one that decides
+    nothing says how many seeds the paper's effect would need."""
+    claims = (_claim(name="up", effect=2.2, paper_theirs=74.7),)
+    table = pd.DataFrame(
+        [
+            _row("up", 16, -0.7, -2.8, 1.5, theirs=88.3),  # below +2.2, covers the scaled +1.0
+            _row("up", 16, 0.2, -2.0, 2.4, theirs=88.3),  # covers 0, +1.0 and +2.2
+        ]
+    )
+    judged = judge(table, claims)
+    scaled = 2.2 * (100 - 88.3) / (100 - 74.7)
+    assert judged["effect_scaled"].tolist() == pytest.approx([scaled, scaled])
+    assert list(judged["verdict"]) == ["smaller than reported", "inconclusive"]
+    first, second = discussion(judged).splitlines()
+    assert "the paper's +2.2 is excluded, scaled to this headroom +1.0 is inside it" in first
+    assert "would need" not in first
+    assert "the paper's +2.2 is inside it" in second and "would need about" in second
+    assert "+2.2 (+1.0 here)" in claims_markdown(judged)

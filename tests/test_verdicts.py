@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from psnlib.replication.verdicts import (
+    headroom_scaled,
     minimum_detectable_effect,
     power,
     seeds_needed,
@@ -22,7 +23,9 @@ from psnlib.replication.verdicts import (
         (0.1, 1.0, 1, 3, 2.2, None, "reproduced"),  # clear of 0, smaller than the paper's
         (-7.5, 6.6, 1, 3, 2.2, None, "inconclusive"),  # covers 0 and the paper's effect
         (-1.0, 3.0, 1, 3, None, None, "inconclusive"),  # covers 0, no effect reported
-        (-1.0, 1.5, 1, 3, 2.2, None, "inconclusive"),  # covers 0: the +2.2 excluded, not the way
+        (-1.0, 1.5, 1, 3, 2.2, None, "smaller than reported"),  # covers 0, wholly below +2.2
+        (-1.0, 2.2, 1, 3, 2.2, None, "inconclusive"),  # reaches the paper's +2.2: not below it
+        (-1.0, 1.5, 1, 3, -0.5, None, "inconclusive"),  # no positive size to fall short of
         (-5.0, -1.0, 1, 3, None, None, "contradicted"),  # clear of 0 the other way
         (-0.5, 0.5, 0, 3, None, 1.0, "reproduced"),  # inside the equivalence margin
         (-0.5, 1.5, 0, 3, None, 1.0, "inconclusive"),  # crosses the margin
@@ -33,7 +36,25 @@ from psnlib.replication.verdicts import (
     ],
 )
 def test_verdict_words(lo, hi, direction, seeds, effect, margin, expected):
-    assert verdict(lo, hi, direction, seeds, margin=margin) == expected  # effect: context only
+    assert verdict(lo, hi, direction, seeds, margin=margin, effect=effect) == expected
+
+
+@pytest.mark.parametrize(
+    ("effect", "here", "paper", "expected"),
+    [
+        (2.24, 88.3, 74.7, 2.24 * 11.7 / 25.3),  # the PSN fixed claim at the cpu testbed: ~1.04
+        (4.8, 74.7, 74.7, 4.8),  # the same reference: unchanged
+        (3.0, 100.0, 50.0, 0.0),  # no headroom left here
+        (1.0, 50.0, 75.0, 2.0),  # twice the paper's headroom: twice the points
+    ],
+)
+def test_headroom_scaling_on_hand_made_numbers(effect, here, paper, expected):
+    assert headroom_scaled(effect, here, paper) == pytest.approx(expected, rel=1e-12)
+
+
+def test_headroom_needs_a_paper_reference_below_100():
+    with pytest.raises(ValueError, match=r"pass@k in \[0, 100\), got 100"):
+        headroom_scaled(1.0, 80.0, 100.0)
 
 
 def test_about_equal_needs_a_margin_and_directions_are_checked():

@@ -48,7 +48,12 @@ from psnlib.replication.results_text import (
     write_results,
 )
 from psnlib.replication.summaries import AVERAGE, with_average
-from psnlib.replication.verdicts import minimum_detectable_effect, standard_error, verdict
+from psnlib.replication.verdicts import (
+    headroom_scaled,
+    minimum_detectable_effect,
+    standard_error,
+    verdict,
+)
 
 __all__ = [
     "check_claim",
@@ -88,16 +93,23 @@ def _t_interval(d: np.ndarray) -> tuple[float, float]:
 
 def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
     """The columns that follow from a claim's interval (``psnlib.replication.verdicts``): the
-    paper's effect, the equivalence margin (the statistic's unit; "about equal" claims only), the
-    minimum detectable effect at 80% power and the verdict; for a claim without runs (0 seeds)
-    the status ``NOT_RUN`` instead of a verdict."""
-    margin = claim.margin * abs(theirs) if claim.direction == 0 and seeds else float("nan")
-    se = standard_error(lo, hi, seeds) if seeds > 1 else float("nan")
+    paper's effect (and, for a pass@k, scaled to this testbed's headroom), the equivalence margin
+    (the statistic's unit; "about equal" claims only), the minimum detectable effect at 80% power
+    and the verdict; for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a
+    verdict."""
+    nan = float("nan")
+    margin = claim.margin * abs(theirs) if claim.direction == 0 and seeds else nan
+    se = standard_error(lo, hi, seeds) if seeds > 1 else nan
+    scaled = nan
+    if claim.effect is not None and claim.paper_theirs is not None and seeds:
+        scaled = headroom_scaled(claim.effect, theirs, claim.paper_theirs)
+    word = verdict(lo, hi, claim.direction, seeds, margin=margin, effect=claim.effect)
     return {
-        "effect": float("nan") if claim.effect is None else claim.effect,
+        "effect": nan if claim.effect is None else claim.effect,
+        "effect_scaled": scaled,
         "margin": margin,
         "mde": minimum_detectable_effect(se, seeds),
-        "verdict": verdict(lo, hi, claim.direction, seeds, margin=margin) if seeds else NOT_RUN,
+        "verdict": word if seeds else NOT_RUN,
     }
 
 

@@ -35,6 +35,8 @@ def claims_markdown(table: pd.DataFrame) -> str:
     for r in table.itertuples():
         link = f"[{r.claim}](../../notebooks/{r.notebook}.ipynb)" if r.notebook else r.claim
         effect = "" if np.isnan(r.effect) else f"{r.effect:+.1f}"
+        scaled = getattr(r, "effect_scaled", float("nan"))
+        effect += "" if np.isnan(scaled) else f" ({scaled:+.1f} here)"
         if r.seeds == 0:
             lines.append(
                 f"| {link} | {r.paper} | {r.ours} vs {r.theirs} ({r.statistic}): "
@@ -106,10 +108,12 @@ others), the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. T
 95%: a paired t-interval over the training seeds with two or more seeds (the arms of a seed share
 its data order and evaluation streams); with one seed, a paired bootstrap over problems, which
 leaves out seed-to-seed spread. *Reproduced*: the paper's direction with the interval clear of
-0; *contradicted*: the interval clear of 0 the other way; *inconclusive*: anything else (an
-interval that covers 0 but lies below the paper's own difference, *paper effect*, excludes the
-paper's size but not its direction). "About equal" claims are
-judged against the equivalence margin in their row: reproduced inside it, contradicted wholly
+0; *contradicted*: the interval clear of 0 the other way; *smaller than reported*: the interval
+covers 0 but lies wholly below the paper's own difference, *paper effect* (the paper's size is
+excluded, its direction is not); *inconclusive*: anything else. Beside a pass@k effect, in
+brackets, the same effect scaled to this testbed's headroom: times (100 - theirs here) / (100 -
+theirs in the paper), since a difference in points has less room nearer 100. "About equal" claims
+are judged against the equivalence margin in their row: reproduced inside it, contradicted wholly
 outside.
 One-seed rows are *exploratory*, never a verdict. *MDE*: the smallest difference that a paired
 t-test over these seeds detects with 80% power at the observed spread. A claim whose policies
@@ -121,9 +125,33 @@ def _seeds_text(seeds: tuple[int, ...]) -> str:
     return f"{len(seeds)} seed" + ("s" if len(seeds) != 1 else "")
 
 
+def _size_text(r: Any) -> str:
+    """What a claim's interval says of the paper's size, raw and scaled to the headroom, and the
+    seeds the paper's effect would need where the interval decides neither its sign nor size."""
+    sizes = [("the paper's", r.effect)]
+    scaled = getattr(r, "effect_scaled", float("nan"))
+    if not np.isnan(scaled):
+        sizes.append(("scaled to this headroom", scaled))
+    said = [
+        f"{name} {size:+.1f} is {'excluded' if r.hi < size else 'inside it'}"
+        for name, size in sizes
+    ]
+    text = "; " + ", ".join(said)
+    if r.lo > 0 or r.hi < 0 or r.hi < r.effect:  # decided: the sign, or the size excluded
+        return text
+    sd = standard_error(r.lo, r.hi, r.seeds) * np.sqrt(r.seeds)
+    need = seeds_needed(sd, r.effect) if sd > 0 else 2
+    return (
+        text
+        + "; the paper's effect would need "
+        + (f"about {need} seeds" if need else "more than 1000 seeds")
+    )
+
+
 def discussion(table: pd.DataFrame) -> str:
     """What the claims table says, claim by claim, in words computed from its numbers: each
-    multi-seed claim's verdict, difference, MDE and the seeds the paper's effect would need; the
+    multi-seed claim's verdict, difference, MDE, whether the interval excludes the paper's effect
+    (raw and scaled to the headroom) and, where it decides nothing, the seeds that would; the
     one-seed claims listed as exploratory, the claims without runs as not run."""
     lines, exploratory, absent = [], [], []
     for r in table.itertuples():
@@ -143,11 +171,7 @@ def discussion(table: pd.DataFrame) -> str:
         if not np.isnan(r.margin):
             text += f"; the equivalence margin is ±{r.margin:.2f}"
         if not np.isnan(r.effect):
-            sd = standard_error(r.lo, r.hi, r.seeds) * np.sqrt(r.seeds)
-            need = seeds_needed(sd, r.effect) if sd > 0 else 2
-            text += f"; the paper's {r.effect:+.1f} would need " + (
-                f"about {need} seeds" if need else "more than 1000 seeds"
-            )
+            text += _size_text(r)
         lines.append(text + ".")
     if exploratory:
         lines.append(

@@ -8,8 +8,9 @@ Verdict words (``verdict``):
 
 - *reproduced*: the paper's direction, the interval clear of 0;
 - *contradicted*: the interval clear of 0 the other way;
-- *inconclusive*: anything else, including an interval that covers 0 but lies wholly below the
-  paper's reported difference: the paper's size is then excluded, its direction is not refuted;
+- *smaller than reported*: the interval covers 0 but lies wholly below the paper's reported
+  difference: the paper's size is excluded, its direction is not refuted;
+- *inconclusive*: anything else;
 - "about equal" claims (direction 0) are judged against an equivalence margin ``m``, stated with
   the claim: *reproduced* when the interval lies inside ``[-m, m]``, *contradicted* when it lies
   wholly outside, *inconclusive* otherwise;
@@ -24,6 +25,10 @@ statistic is noncentral t with ``n - 1`` degrees of freedom and noncentrality ``
 
 and the MDE solves ``power(delta) = 0.8``. For large ``n`` it tends to the normal closed form
 ``(z_{0.975} + z_{0.8}) * se``. ``seeds_needed`` inverts it for a target effect.
+
+Headroom (``headroom_scaled``): a pass@k difference in points has less room where the reference
+is nearer 100. The paper's effect scaled to this testbed is ``effect * (100 - theirs_here) /
+(100 - theirs_paper)``, e.g. +2.2 points on the paper's GRPO at 74.7 is +1.0 on a GRPO at 88.3.
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ from scipy import optimize, stats
 
 LEVEL = 0.95  # two-sided interval, test level 1 - LEVEL
 POWER = 0.8
-REPRODUCED, CONTRADICTED, INCONCLUSIVE, EXPLORATORY = (
+REPRODUCED, CONTRADICTED, SMALLER, INCONCLUSIVE, EXPLORATORY = (
     "reproduced",
     "contradicted",
+    "smaller than reported",
     "inconclusive",
     "exploratory",
 )
@@ -49,11 +55,14 @@ def verdict(
     direction: int,
     seeds: int,
     margin: float | None = None,
+    effect: float | None = None,
 ) -> str:
     """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
 
     ``direction`` is 1 when the paper finds ``ours`` ahead, 0 for "about equal" (then ``margin``,
-    the equivalence margin in the statistic's units, is required)."""
+    the equivalence margin in the statistic's units, is required); ``effect`` is the paper's
+    reported difference, where it gives one (then an interval wholly below it that covers 0 is
+    *smaller than reported*)."""
     if direction not in (0, 1):
         raise ValueError(f"direction must be 1 (ours ahead) or 0 (about equal), got {direction}")
     if seeds < 2:
@@ -68,7 +77,17 @@ def verdict(
         return REPRODUCED
     if hi < 0:
         return CONTRADICTED
+    if effect is not None and effect > 0 and hi < effect:
+        return SMALLER
     return INCONCLUSIVE
+
+
+def headroom_scaled(effect: float, theirs_here: float, theirs_paper: float) -> float:
+    """The paper's pass@k ``effect`` (points) scaled to this testbed's headroom:
+    ``effect * (100 - theirs_here) / (100 - theirs_paper)`` (module doc)."""
+    if not 0 <= theirs_paper < 100:
+        raise ValueError(f"the paper's reference must be a pass@k in [0, 100), got {theirs_paper}")
+    return effect * (100.0 - theirs_here) / (100.0 - theirs_paper)
 
 
 def _t_crit(seeds: int) -> float:
