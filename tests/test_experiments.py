@@ -109,7 +109,7 @@ def test_a_variant_shows_the_settings_it_changes_from_grpo():
     cpu = get_profile("cpu")
     assert GRPO.effective_settings(cpu) == {} and BASE_POLICY.effective_settings(cpu) == {}
     assert PSN.effective_settings(cpu) == {"sigma": cpu.psn_sigma, "use_tis": True}
-    assert experiments.PSN_ADAPTIVE.effective_settings(cpu) == {
+    assert experiments.PSN_DIV.effective_settings(cpu) == {
         "sigma": cpu.psn_sigma,
         "sigma_scheduler": "diversity",
         "div_similarity": "lexical",

@@ -30,9 +30,9 @@ BASE_POLICY = Variant("base", BASE)
 GRPO = Variant("GRPO", "grpo")
 PSN = Variant("PSN fixed", "psn")
 PSN_KL = Variant("PSN adaptive I (KL)", "psn_kl")
-PSN_ADAPTIVE = Variant("PSN adaptive II", "psn_div")  # the paper's proposal
+PSN_DIV = Variant("PSN adaptive II", "psn_div")  # Variant II, the paper's proposal (DiversitySigma)
 WEAK_PREFIX = Variant("GRPO + weak prefix", "weak_prefix")  # p = 0.2, entropy cut, weak source
-MAIN = [BASE_POLICY, GRPO, PSN, PSN_ADAPTIVE]
+MAIN = [BASE_POLICY, GRPO, PSN, PSN_DIV]
 PSN_NO_TIS = Variant("PSN, no TIS", "psn_no_tis")
 PSN_ATTENTION = Variant("PSN attention", "psn", {"noise_targets": ["attn"]})
 PSN_ALL_LAYERS = Variant("PSN all layers", "psn", {"noise_targets": ["all"]})
@@ -223,7 +223,7 @@ def sigma_sweep(p: Profile) -> Plan:
 def adaptive_scheduler(profile: Profile) -> Plan:
     """Fixed sigma vs the KL-target scheduler (Variant I) vs the diversity scheduler (Variant
     II) (notebook 07)."""
-    return _ablation("adaptive_scheduler", profile, PSN_KL, PSN_ADAPTIVE)
+    return _ablation("adaptive_scheduler", profile, PSN_KL, PSN_DIV)
 
 
 def passk_training(p: Profile) -> Plan:
@@ -256,7 +256,7 @@ def weak_prefix_ablation(p: Profile) -> Plan:
 def entropy_dynamics(p: Profile) -> Plan:
     """GRPO, PSN fixed and PSN adaptive II at the main seeds, for their training logs (entropy,
     reward) and pass@k on the ablation benchmarks (notebook 10)."""
-    variants = [GRPO, PSN, PSN_ADAPTIVE]
+    variants = [GRPO, PSN, PSN_DIV]
     return Plan("entropy_dynamics", p, variants, p.seeds, p.ablation_benchmarks)
 
 
