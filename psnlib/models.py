@@ -175,12 +175,12 @@ def check_saved_policy(path: str | os.PathLike) -> None:
     file parsing, the shards of a weights index present, and every ``*.safetensors`` file
     complete. A file that cannot be read for another reason raises its ``OSError``."""
     path = Path(path)
+    parsed = {file.name: load_json(file) for file in sorted(path.glob("*.json"))}
     for name in ("config.json", "tokenizer_config.json"):
-        load_json(path / name)
-    for file in path.glob("*.json"):
-        load_json(file)
+        if name not in parsed:
+            raise Damaged(f"{path / name} is missing")
     index = path / "model.safetensors.index.json"
-    listed = load_json(index) if index.exists() else {"weight_map": {}}
+    listed = parsed.get(index.name, {"weight_map": {}})
     weight_map = listed.get("weight_map") if isinstance(listed, dict) else None
     if not isinstance(weight_map, dict):
         raise Damaged(f"{index} has no weight_map")
@@ -194,20 +194,32 @@ def check_saved_policy(path: str | os.PathLike) -> None:
         _check_safetensors(file)
 
 
-def _check_safetensors(file: Path) -> None:
-    """Raise ``Damaged`` unless ``file`` is a whole safetensors file: an 8-byte header length, a
-    JSON header, and the tensors' data ending exactly where the file does."""
+def safetensors_extent(file: Path) -> tuple[int, int | None]:
+    """A safetensors file's size in bytes, and the size its header says it has: the 8-byte
+    header length, the JSON header and the tensors' data; None where the file is shorter than
+    its header. A header that does not parse is a ``ValueError``; an ``OSError`` reading the
+    file propagates."""
     size = file.stat().st_size
     with open(file, "rb") as f:
         length = int.from_bytes(f.read(8), "little")
         if size < 8 or 8 + length > size:
-            raise Damaged(f"{file} is truncated: {size} bytes, shorter than its header")
+            return size, None
         try:
             header = json.loads(f.read(length))
             ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
-            expected = 8 + length + max(ends, default=0)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-            raise Damaged(f"{file}: its header does not parse ({err!r})") from err
+            raise ValueError(f"its header does not parse ({err!r})") from err
+    return size, 8 + length + max(ends, default=0)
+
+
+def _check_safetensors(file: Path) -> None:
+    """Raise ``Damaged`` unless ``file`` is a whole safetensors file (``safetensors_extent``)."""
+    try:
+        size, expected = safetensors_extent(file)
+    except ValueError as err:
+        raise Damaged(f"{file}: {err}") from err
+    if expected is None:
+        raise Damaged(f"{file} is truncated: {size} bytes, shorter than its header")
     if size != expected:
         raise Damaged(f"{file} is {size} bytes where its header says {expected}: truncated")
 

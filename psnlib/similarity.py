@@ -25,10 +25,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-
 Similarity = Callable[[list[str], list[str]], list[float]]  # pairs (a[i], b[i]) -> similarity
-
-
 SIMILARITIES = ("auto", "semantic", "lexical")
 
 

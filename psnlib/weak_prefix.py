@@ -37,9 +37,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.io import atomic_write_json, data_dir, read_json
 from psnlib.sampling import generate_samples
-from psnlib.tasks.countdown import (
-    ATTEMPT_SEP,
-)
+from psnlib.tasks.countdown import ATTEMPT_SEP
 
 # Bump when the recipe changes in a way the cache key does not see (2: the decoder's einsum
 # attention, issue 18: sampled prefixes change at rounding level).
@@ -312,6 +310,3 @@ def choose_prefixed(num_groups: int, p: float, seed: int, step: int) -> torch.Te
     digest = hashlib.blake2b(f"weak-prefix/{seed}/{step}".encode(), digest_size=8).digest()
     g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
     return torch.rand(num_groups, generator=g) < p  # rand is in [0, 1): p=1 takes every group
-
-
-# ----------------------------------------------------------------------------- prefix quality

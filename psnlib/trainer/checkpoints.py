@@ -26,7 +26,6 @@ import os
 import pickle
 import re
 import shutil
-import struct
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from transformers.utils import (
 )
 
 from psnlib.io import atomic_write_json
+from psnlib.models import safetensors_extent
 
 SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
 STAGING = ".staging"  # beside the checkpoints: where one is written before it is renamed
@@ -86,17 +86,14 @@ def _zip_problem(path: Path) -> str | None:
 
 def _safetensors_problem(path: Path) -> str | None:
     """A safetensors file whose header does not parse or whose tensors end elsewhere than the
-    file."""
+    file (``psnlib.models.safetensors_extent``)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(length)) if length <= size - 8 else None
-        ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"]
-    except (OSError, ValueError, struct.error, TypeError, KeyError, AttributeError) as err:
+        size, expected = safetensors_extent(path)
+    except (OSError, ValueError) as err:
         return f"{path.name} is damaged ({type(err).__name__}: {err})"
-    if 8 + length + max(ends, default=0) != size:
-        expected = 8 + length + max(ends, default=0)
+    if expected is None:
+        return f"{path.name} is damaged (its {size} bytes are shorter than its header)"
+    if size != expected:
         return f"{path.name} is damaged (its header says {expected} bytes, the file has {size})"
     return None
 
