@@ -97,13 +97,11 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
       uses ``generate``.
 
     - ``use_vllm=True``: ``psnlib.trainer.vllm_rollouts.generate_noisy`` samples the training
-    rollouts on
-      vLLM under noise; TRL's vLLM importance-sampling correction weights the loss, and psnlib
-      only logs the KL proxy and TIS diagnostics.
+      rollouts on vLLM under noise; TRL's vLLM importance-sampling correction weights the loss,
+      and psnlib only logs the KL proxy and TIS diagnostics.
 
-    - Checkpoints (``psnlib.trainer.checkpoints.StagedCheckpoints``) are written aside and renamed
-    into
-      place, with the sigma scheduler's state, so a kill never leaves a half-written
+    - Checkpoints (``psnlib.trainer.checkpoints.StagedCheckpoints``) are written aside and
+      renamed into place, with the sigma scheduler's state, so a kill never leaves a half-written
       ``checkpoint-N``; ``train`` resumes only from a complete one; rollout seeds come from
       restored state (``_rollout_seed``), so a resumed run is the uninterrupted one.
     - A non-finite loss (``training_step``), gradient norm or weight (``_maybe_log_save_evaluate``,
