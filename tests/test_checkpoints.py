@@ -17,13 +17,14 @@ from conftest import CHECKPOINTED, PROMPTS, distinct_chars, tiny_settings, tiny_
 from datasets import Dataset
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.runs import fit, last_checkpoint
+from psnlib.replication.runs import fit
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer, checkpoints
 from psnlib.trainer.checkpoints import (
     STAGING,
     CheckpointError,
     checkpoint_problem,
     complete_checkpoints,
+    last_checkpoint,
 )
 
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal

@@ -41,7 +41,6 @@ from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
 from psnlib.tasks.math_reward import math_reward
 from psnlib.tasks.reward import countdown_dense_reward, countdown_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
-from psnlib.trainer.checkpoints import last_checkpoint as last_checkpoint
 from psnlib.trainer.checkpoints import resume_training
 from psnlib.weak_prefix import TRUNCATIONS
 

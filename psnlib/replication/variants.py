@@ -20,7 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.pretrain import base_policy, spec_hash
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
-from psnlib.replication.runs import ARMS, rl_settings, run_dir, train_policy
+from psnlib.replication.runs import ARMS, reward_key, rl_settings, run_dir, train_policy
 from psnlib.tasks.datasets import task_reward
 from psnlib.trainer import PSNGRPOConfig
 
@@ -64,7 +64,7 @@ class Variant:
         if self.arm == BASE:
             raise ValueError("the base policy has no RL run directory")
         profile = self.profile(profile)
-        reward = task_reward(profile.rl_dataset).__qualname__
+        reward = reward_key(task_reward(profile.rl_dataset))
         return run_dir(profile, self.arm, seed, self.settings, reward)
 
     def run_key(self, profile: Profile, seed: int) -> str:
