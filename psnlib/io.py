@@ -186,6 +186,13 @@ def check_writable(path: str | os.PathLike, what: str) -> Path:
     return path
 
 
+def check_data_dir() -> Path:
+    """The data directory (``data_dir``: caches, runs, results) if it can be written,
+    else a ValueError naming it: before any work, which would otherwise be lost."""
+    what = "PSNLIB_DATA" if os.environ.get("PSNLIB_DATA") else "the data directory"
+    return check_writable(data_dir(), what)
+
+
 @contextmanager
 def exclusive(
     directory: str | os.PathLike, what: str, wait: bool = False, poll: float = 0.5

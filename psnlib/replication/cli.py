@@ -48,7 +48,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import TrlParser
 
 from psnlib import sampling
-from psnlib.io import Busy, check_writable, data_dir, read_json
+from psnlib.io import Busy, check_data_dir, check_writable, read_json
 from psnlib.models import HUB_ID, load_policy, tiny_policy
 from psnlib.noise import target_parameters
 from psnlib.replication.evaluation import evaluate_benchmarks
@@ -121,13 +121,6 @@ class EvalArguments:
     vllm_tensor_parallel_size: int = field(
         default=1, metadata={"help": "vLLM: GPUs the policy is split over."}
     )
-
-
-def check_data_dir() -> Path:
-    """The data directory (``psnlib.io.data_dir``: caches, runs, results) if it can be written,
-    else a ValueError naming it: before any work, which would otherwise be lost."""
-    what = "PSNLIB_DATA" if os.environ.get("PSNLIB_DATA") else "the data directory"
-    return check_writable(data_dir(), what)
 
 
 def check_model_dir(path: str | os.PathLike, what: str = "--model") -> PretrainedConfig:

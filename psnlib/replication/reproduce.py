@@ -48,8 +48,13 @@ import nbformat
 import pandas as pd
 import torch
 
-from psnlib.io import atomic_write_json, atomic_write_text, check_writable, read_json
-from psnlib.replication.cli import check_data_dir
+from psnlib.io import (
+    atomic_write_json,
+    atomic_write_text,
+    check_data_dir,
+    check_writable,
+    read_json,
+)
 from psnlib.replication.evaluation import eval_config, evaluate_benchmarks
 from psnlib.replication.experiments import planned_runs, planned_work
 from psnlib.replication.paths import ROOT
