@@ -36,6 +36,7 @@ MAIN = [BASE_POLICY, GRPO, PSN, PSN_DIV]
 PSN_NO_TIS = Variant("PSN, no TIS", "psn_no_tis")
 PSN_ATTENTION = Variant("PSN attention", "psn", {"noise_targets": ["attn"]})
 PSN_ALL_LAYERS = Variant("PSN all layers", "psn", {"noise_targets": ["all"]})
+PSN_RELEASED = Variant("PSN released code", "psn_released")  # per step, every parameter, Var. I
 GRPO_PASSK = Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"})
 PSN_PASSK = Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"})
 
@@ -208,6 +209,9 @@ def noise_scope(scope: str) -> Variant:
     return Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags)
 
 
+PSN_STEP = noise_scope("step")  # the released code's scope alone: per-step noise on the MLP
+
+
 def sigma_sweep(p: Profile) -> Plan:
     """GRPO and PSN at the profile's absolute sigmas, sigmas relative to each weight's RMS, and
     each noise scope (notebook 06)."""
@@ -218,6 +222,42 @@ def sigma_sweep(p: Profile) -> Plan:
         variants.append(Variant(f"sigma={sigma:g} x RMS", "psn", settings, tags=tags))
     variants += [noise_scope(scope) for scope in ("step", "prompt", "rollout")]
     return Plan("sigma_sweep", p, variants, p.ablation_seeds, p.ablation_benchmarks)
+
+
+def released_code(p: Profile) -> Plan:
+    """GRPO, the write-up's PSN fixed and the released code's PSN (one draw per step on every
+    parameter, Variant I at KL 0.003) on the in-distribution benchmarks at the main seeds
+    (notebook 03)."""
+    variants = [GRPO, PSN, PSN_RELEASED]
+    return Plan("released_code", p, variants, p.seeds, benchmarks_of(p, "id"))
+
+
+def released_code_ablation(profile: Profile) -> Plan:
+    """From the write-up's PSN to the released code's one change at a time: per-step noise on the
+    MLP (the scope alone), then every parameter with Variant I (notebook 06)."""
+    return _ablation("released_code_ablation", profile, PSN_STEP, PSN_RELEASED)
+
+
+def rollout_temperature(p: Profile) -> Variant:
+    """GRPO sampling its training rollouts at the profile's ``baseline_temperature`` (TRL's
+    ``temperature``: the loss's log-probabilities are tempered alike); evaluated at T = 1."""
+    T = p.baseline_temperature
+    return Variant(f"GRPO, rollouts at T={T:g}", "grpo", {"temperature": T})
+
+
+def entropy_bonus(coef: float) -> Variant:
+    """GRPO with TRL's entropy bonus ``entropy_coef`` (the loss minus coef x mean token
+    entropy)."""
+    return Variant(f"GRPO + entropy bonus {coef:g}", "grpo", {"entropy_coef": coef})
+
+
+def exploration_baselines(p: Profile) -> Plan:
+    """GRPO, the two PSNs, and token-level exploration: a raised rollout temperature and each of
+    the profile's entropy bonuses, on the in-distribution benchmarks at the baseline seeds
+    (notebook 16)."""
+    variants = [GRPO, PSN, PSN_RELEASED, rollout_temperature(p)]
+    variants += [entropy_bonus(c) for c in p.entropy_coefs]
+    return Plan("exploration_baselines", p, variants, p.baseline_seeds, benchmarks_of(p, "id"))
 
 
 def adaptive_scheduler(profile: Profile) -> Plan:
@@ -267,8 +307,14 @@ def coverage(profile: Profile) -> Plan:
 
 
 def ood(p: Profile) -> Plan:
-    """The main comparison's runs on the out-of-distribution benchmarks (notebook 13)."""
-    return dataclasses.replace(main_results(p), name="ood", benchmarks=benchmarks_of(p, "ood"))
+    """The main comparison's runs at the ood seeds (some of the main ones) on the
+    out-of-distribution benchmarks (notebook 13)."""
+    return dataclasses.replace(
+        main_results(p),
+        name="ood",
+        seeds=p.ood_seeds or p.seeds,
+        benchmarks=benchmarks_of(p, "ood"),
+    )
 
 
 def psn_with_weak_prefix(profile: Profile) -> Plan:
@@ -286,10 +332,12 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
     for f in (
         rl_narrows_coverage,
         main_results,
+        released_code,
         across_models,
         tis_ablation,
         noise_site,
         sigma_sweep,
+        released_code_ablation,
         adaptive_scheduler,
         passk_training,
         entropy_dynamics,
@@ -298,6 +346,7 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
         weak_prefix,
         weak_prefix_ablation,
         psn_with_weak_prefix,
+        exploration_baselines,
     )
 }
 

@@ -11,6 +11,7 @@ never which code runs. Every notebook takes ``profile`` as a parameter:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -85,6 +86,14 @@ class Profile:
     # shared by every notebook, so a seed of GRPO or PSN trains once.
     seeds: tuple[int, ...] = (0, 1, 2)  # training seeds of the main comparisons (02, 03, 10-13)
     ablation_seeds: tuple[int, ...] = (0,)  # training seeds of the ablations (04-08)
+    # Training seeds of the exploration baselines (notebook 16: raised rollout temperature,
+    # entropy bonus), and the main seeds also evaluated out of distribution (13; None: all).
+    baseline_seeds: tuple[int, ...] = (0, 1)
+    ood_seeds: tuple[int, ...] | None = None
+    # The exploration baselines' settings, each chosen by a rule stated before the runs (cpu:
+    # the comment above _CPU): GRPO's rollout temperature, and TRL's entropy_coef values.
+    baseline_temperature: float = 1.2
+    entropy_coefs: tuple[float, ...] = (0.001, 0.01)
     ablation_benchmarks: tuple[str, ...] = ("countdown-l3",)  # what the ablations evaluate on
     sigma_sweep: tuple[float, ...] = (0.001, 0.003, 0.01)  # absolute sigmas (06)
     relative_sigmas: tuple[float, ...] = (0.1,)  # sigmas as a share of each weight's RMS (06)
@@ -107,6 +116,23 @@ class Profile:
                 )
         if not self.ks or any(not isinstance(k, int) or k < 1 for k in self.ks):
             raise ValueError(f"profile {self.name!r}: ks must be integers >= 1, got {self.ks}")
+        if self.ood_seeds is not None and not (
+            self.ood_seeds and set(self.ood_seeds) <= set(self.seeds)
+        ):
+            raise ValueError(
+                f"profile {self.name!r}: ood_seeds must be some of the main seeds {self.seeds} "
+                f"(their runs are the ones evaluated out of distribution), got {self.ood_seeds}"
+            )
+        if not 0 < self.baseline_temperature < math.inf:
+            raise ValueError(
+                f"profile {self.name!r}: baseline_temperature must be a finite number > 0, "
+                f"got {self.baseline_temperature!r}"
+            )
+        if any(not 0 <= c < math.inf for c in self.entropy_coefs):
+            raise ValueError(
+                f"profile {self.name!r}: entropy_coefs must be finite numbers >= 0, "
+                f"got {self.entropy_coefs}"
+            )
 
     def with_overrides(self, **changes) -> Profile:
         """A copy with some fields changed (for sweeps), validated like the original."""
@@ -189,6 +215,9 @@ _SMOKE = Profile(
 #   spread: at 10 seeds the PSN fixed - GRPO pass@256 difference had a seed SD of 7.2 points
 #   (95% interval [-9.0, +1.3]); a +/- 4 point interval needs t(n-1) * 7.2 / sqrt(n) <= 4, n >= 16.
 #   At 16 seeds `make reproduce` gave [-2.8, +1.5] (figures/cpu/15_results_claims.csv).
+# The released-code arm's starting sigma: every floating-point parameter perturbed, a per-token
+# KL of 0.003 on the cpu base policy (calibrate.calibrate_sigma with targets="every_parameter").
+RELEASED_SIGMA = 0.004  # provisional: replaced by the calibration below
 _CPU = Profile(
     name="cpu",
     base=PolicySpec(
@@ -211,10 +240,16 @@ _CPU = Profile(
     ),
     psn_sigma=0.011,
     sigma_sweep=(0.008, 0.011, 0.015),
-    eval_samples=512,
+    eval_samples=256,
     seeds=tuple(range(16)),
+    ablation_seeds=(0, 1, 2, 3),
+    baseline_seeds=tuple(range(8)),
+    ood_seeds=tuple(range(8)),
     rl_settings=(("lr_scheduler_type", "constant"),),
-    arm_settings=(("psn_kl", (("kl_target", 0.004),)),),
+    arm_settings=(
+        ("psn_kl", (("kl_target", 0.004),)),
+        ("psn_released", (("sigma", RELEASED_SIGMA),)),
+    ),
     # Half the default batch: a GRPO run of 80 steps took 75 s at 16 prompts and 155 s at 32 (one
     # thread each, two at a time on two cores), and the powered reproduction (86 runs, 456
     # benchmark evaluations) has to fit 3 hours on 2 cores (it took about 2.6 h: README,

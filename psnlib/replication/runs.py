@@ -34,6 +34,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from psnlib.io import Damaged, atomic_write_json, data_dir, exclusive, load_cached
 from psnlib.models import META_FILE, check_finite, load_saved_policy
+from psnlib.noise import EVERY_PARAMETER
 from psnlib.replication.prefixes import PREFIX_SOURCES, prefix_train_set
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.replication.profiles import Profile, get_profile
@@ -56,6 +57,16 @@ ARMS: dict[str, dict[str, Any]] = {
     # Variant II. Lexical d_sem suits arithmetic chains (psnlib.schedulers); clean pairs for half
     # of each step's prompts keep its cost on CPU, where every extra row costs, under 10%.
     "psn_div": {"sigma_scheduler": "diversity", "div_similarity": "lexical", "div_fraction": 0.5},
+    # The authors' released code (baibizhe/psn_rlvr): one noise draw per training step on every
+    # floating-point parameter, Variant I at the launcher's KL target 0.003, token TIS with the
+    # profile's cap (10). It starts from the profile's sigma for this arm (arm_settings: where
+    # the calibration puts a KL of 0.003 on the base policy); the rest is GRPO's, as for "psn".
+    "psn_released": {
+        "noise_scope": "step",
+        "noise_targets": [EVERY_PARAMETER],
+        "sigma_scheduler": "kl_target",
+        "kl_target": 0.003,
+    },
     # Weak-model guidance: a fifth of the prompt groups continue a weak prefix; alone, and
     # together with the PSN arm's noise (in neither paper).
     "weak_prefix": {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2},

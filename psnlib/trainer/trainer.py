@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from collections import defaultdict
 from typing import Any
@@ -141,6 +142,7 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         self.noise = args.noise_config()
         self.scheduler = args.sigma_schedule()
         self._signals: dict[str, list[float]] = defaultdict(list)  # since the last sigma update
+        self._step_cpu_time = 0.0  # CPU seconds of the optimizer step in progress
         self.similarity = similarity
         unwrapped = self.accelerator.unwrap_model(self.model)
         target_parameters(unwrapped, self.noise.targets)  # each target must match
@@ -323,10 +325,16 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
     def training_step(
         self, model: nn.Module, inputs: dict, num_items_in_batch: Any
     ) -> torch.Tensor:
+        cpu = time.process_time()
         loss = super().training_step(model, inputs, num_items_in_batch)  # counts self._step
+        self._step_cpu_time += time.process_time() - cpu
         if not torch.isfinite(loss).all():
             self._non_finite(self.state.global_step + 1, f"the loss is {loss.item()}")
         if self._step % self.current_gradient_accumulation_steps == 0:  # the step's last one
+            # CPU seconds of the step (every thread of this process), beside TRL's wall-clock
+            # step_time: unlike wall time, not stretched by other jobs on the machine.
+            self._metrics["train"]["step_cpu_time"].append(self._step_cpu_time)
+            self._step_cpu_time = 0.0
             self._update_sigma()
         return loss
 
