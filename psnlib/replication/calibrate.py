@@ -16,6 +16,7 @@ models.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -25,7 +26,12 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.noise import NoiseConfig, check_sigma, perturbed, target_parameters
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.regime import main_benchmark
+from psnlib.replication.runs import train_policy
 from psnlib.sampling import Samples, sample_prompts
+from psnlib.tasks import load_benchmark
 from psnlib.tis import kl_proxy, tis_weights
 
 
@@ -164,3 +170,127 @@ def calibrate_sigma(
     b = float(fit[0])
     c = float(np.exp((log_kl - b * log_s).mean()))
     return Calibration(target_kl, (target_kl / c) ** (1 / b), c, b, rms, points)
+
+
+@torch.no_grad()
+def kl_at_temperature(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    temperature: float,
+    *,
+    n: int = 16,
+    max_new_tokens: int = 48,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Per-token KL(pi_T || pi_1) along ``n`` completions per prompt sampled at ``temperature``:
+    the exact KL of the next-token distributions ``softmax(z / T)`` and ``softmax(z)`` at the
+    sampled positions, pooled over all sampled tokens. It is what ``kl_at_sigma`` measures for
+    noise (the sampling policy against the clean T = 1 policy, along the sampling policy's own
+    samples), so a temperature and a sigma can be matched on it. ``tokens``: how many."""
+    if not (isinstance(temperature, int | float) and 0 < temperature < math.inf):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    samples = sample_prompts(
+        model,
+        tokenizer,
+        prompts,
+        n,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        progress=False,
+    )
+    clean = token_logps(model, ids, samples)  # (P, n, L, V): log softmax(z)
+    hot = torch.log_softmax(clean / temperature, -1)  # (P, n, L, V): log softmax(z / T)
+    mask = torch.arange(samples.tokens.shape[-1]) < samples.lengths[..., None]  # (P, n, L)
+    per_position = (hot.exp() * (hot - clean)).sum(-1)  # (P, n, L)
+    tokens = int(mask.sum())
+    return {"kl": per_position[mask].sum().item() / max(tokens, 1), "tokens": tokens}
+
+
+def temperature_for_kl(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    target_kl: float,
+    temperatures: tuple[float, ...] = (1.1, 1.2, 1.3),
+    **kwargs: object,
+) -> tuple[float, pd.DataFrame]:
+    """The rollout temperature T > 1 whose per-token KL(pi_T || pi_1) (``kl_at_temperature``,
+    its keyword arguments) is ``target_kl``, and the measured points.
+
+    Fits ``KL = c * (T - 1)^b`` in log-log space over ``temperatures`` (all > 1; b ~ 2 near
+    T = 1, where the KL is second order in log T) and solves ``T = 1 + (target / c)^(1/b)``."""
+    if not (isinstance(target_kl, int | float) and math.isfinite(target_kl) and target_kl > 0):
+        raise ValueError(f"target_kl must be a finite number > 0 (per token), got {target_kl!r}")
+    if not temperatures or any(not 1 < t < math.inf for t in temperatures):
+        raise ValueError(f"temperatures must be one or more numbers > 1, got {temperatures!r}")
+    rows = [
+        {"temperature": t} | kl_at_temperature(model, tokenizer, prompts, t, **kwargs)
+        for t in temperatures
+    ]
+    points = pd.DataFrame(rows)
+    log_x, log_kl = np.log(points["temperature"] - 1), np.log(points["kl"])
+    b = float(np.polyfit(log_x, log_kl, 1)[0]) if len(points) > 1 else 2.0
+    c = float(np.exp((log_kl - b * log_x).mean()))
+    return 1 + (target_kl / c) ** (1 / b), points
+
+
+def entropy_pilot(
+    profile: Profile,
+    coefs: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3),
+    *,
+    steps: int = 20,
+    seed: int = 100,
+    rise: float = 0.2,
+) -> tuple[float | None, pd.DataFrame]:
+    """The smallest entropy bonus of ``coefs`` that moves the policy's entropy on ``profile``:
+    GRPO runs of ``steps`` steps at a pilot ``seed`` (none of the experiments' seeds), without
+    a bonus and with each coefficient (TRL's ``entropy_coef``); a coefficient moves entropy when
+    the mean token entropy of its rollouts over the second half of the steps exceeds the
+    bonus-free run's by ``rise`` (0.2: 20%). Returns that coefficient (None if none does) and
+    one row per run: coef, entropy, ratio to the bonus-free run."""
+    pilot = profile.with_overrides(rl_steps=steps)
+    rows = []
+    for coef in (0.0, *coefs):
+        settings = {"entropy_coef": coef} if coef else {}
+        _, _, log = train_policy(pilot, "grpo", seed, **settings)
+        rows.append({"coef": coef, "entropy": float(log["entropy"].iloc[steps // 2 :].mean())})
+    table = pd.DataFrame(rows)
+    table["ratio"] = table["entropy"] / table["entropy"].iloc[0]
+    moved = table[(table["coef"] > 0) & (table["ratio"] >= 1 + rise)]
+    return (float(moved["coef"].iloc[0]) if len(moved) else None), table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m psnlib.replication.calibrate [--profile cpu]``: the settings of the released
+    code's PSN arm and of the exploration baselines, measured on the profile's base policy by
+    the rules the profile states (sigma for a KL of 0.003 with every parameter perturbed; the
+    rollout temperature of PSN fixed's per-token KL; the entropy bonus that moves entropy)."""
+    parser = argparse.ArgumentParser(prog="python -m psnlib.replication.calibrate")
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--psn-kl", type=float, default=0.004, help="PSN fixed's per-token KL")
+    args = parser.parse_args(argv)
+    profile = get_profile(args.profile)
+    torch.set_num_threads(1)
+    model, tokenizer, _ = base_policy(profile)
+    prompts = list(
+        load_benchmark(main_benchmark(profile), min(profile.eval_problems, 64))["prompt"]
+    )
+    every = calibrate_sigma(
+        model, tokenizer, prompts, 0.003, (0.002, 0.004, 0.008), targets="every_parameter"
+    )
+    print(every.points.to_string(index=False))
+    print(f"released code: KL 0.003 per token at sigma {every.sigma:.4g} (every parameter)")
+    temperature, points = temperature_for_kl(model, tokenizer, prompts, args.psn_kl)
+    print(points.to_string(index=False))
+    print(f"rollout temperature of KL {args.psn_kl} per token: T = {temperature:.3f}")
+    coef, table = entropy_pilot(profile)
+    print(table.to_string(index=False))
+    print(f"smallest entropy bonus that moves entropy: {coef}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
