@@ -1,6 +1,7 @@
 """The claims of both papers: each has a row, each new statistic is computed as its formula says on
 hand-made tables, and a claim the profile has no runs for says so instead of a verdict."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from psnlib.replication.results import (
 )
 from psnlib.replication.results import timing_summary as no_timing
 from psnlib.replication.variants import model_name
+from psnlib.replication.verdicts import NONINFERIOR
 
 SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -138,24 +140,26 @@ def test_the_gain_at_the_largest_k_minus_the_gain_at_k_1():
     assert row["diff"] == pytest.approx(100 * ((0.5 - 0.5) - (1 / 8 - 1 / 4)))  # +12.5 points
 
 
-def _logs(policy, seconds):
-    """Training logs: ``seconds[seed]`` lists the step times, and a last summary row without."""
+def _logs(policy, seconds, column="step_time"):
+    """Training logs: ``seconds[seed]`` lists the step times (in ``column``), and a last summary
+    row without."""
     rows = [
-        {"policy": policy, "seed": seed, "step": i + 1, "step_time": t}
+        {"policy": policy, "seed": seed, "step": i + 1, column: t}
         for seed, times in seconds.items()
         for i, t in enumerate(times)
     ]
-    rows += [{"policy": policy, "seed": s, "step": 99, "step_time": None} for s in seconds]
+    rows += [{"policy": policy, "seed": s, "step": 99, column: None} for s in seconds]
     return pd.DataFrame(rows)
 
 
-def test_throughput_is_steps_per_minute_of_step_time_paired_by_seed():
+def test_throughput_falls_back_to_step_time_for_logs_without_cpu_time_and_says_so():
     ours = {0: [2.0, 4.0], 1: [3.0, 3.0], 2: [1.0, 2.0]}
     theirs = {0: [2.0, 2.0], 1: [2.0, 4.0], 2: [1.5, 1.5]}
     logs = pd.concat([_logs(A, ours), _logs(B, theirs)])
     problems = _table()[2]  # no problem enters a per-run statistic
-    claim = _claim(THROUGHPUT, direction=0, margin=0.08)
+    claim = _claim(THROUGHPUT, direction=NONINFERIOR, margin=0.08)
     row = check_claim(claim, problems, SMOKE, logs)
+    assert row["note"].startswith("wall-clock step_time, not CPU time: these runs' logs predate")
     a = np.array([60 * 2 / sum(ours[s]) for s in (0, 1, 2)])
     b = np.array([60 * 2 / sum(theirs[s]) for s in (0, 1, 2)])
     assert row["value_ours"] == pytest.approx(a.mean()) and row["diff"] == pytest.approx(
@@ -167,6 +171,39 @@ def test_throughput_is_steps_per_minute_of_step_time_paired_by_seed():
     # the statistic is computed from the logs handed, never from runs found in the caches
     with pytest.raises(ValueError, match="throughput statistic needs the runs' training logs"):
         check_claim(claim, problems, SMOKE)
+
+
+def test_throughput_reads_cpu_time_per_step_with_one_clock_for_both_sides():
+    """Wall time (step_time) is stretched by other jobs; the claim reads step_cpu_time. A run
+    without it sends every run of the comparison to the wall clock, never one clock per side."""
+    wall = {0: [9.0, 9.0], 1: [5.0, 8.0], 2: [4.0, 4.0]}  # a loaded machine
+    cpu_a = {0: [2.0, 4.0], 1: [3.0, 3.0], 2: [1.0, 2.0]}
+    cpu_b = {0: [2.0, 2.0], 1: [2.0, 4.0], 2: [1.5, 1.5]}
+
+    def both_clocks(policy, cpu):
+        return _logs(policy, wall).assign(
+            step_cpu_time=_logs(policy, cpu, "step_cpu_time")["step_cpu_time"]
+        )
+
+    logs = pd.concat([both_clocks(A, cpu_a), both_clocks(B, cpu_b)])
+    claim = BY_NAME["Variant II costs at most ~8% throughput"]
+    claim = dataclasses.replace(claim, ours=PSN, theirs=GRPO)  # the hand-made logs' policies
+    row = check_claim(claim, _table()[2], SMOKE, logs)
+    a = np.array([60 * 2 / sum(cpu_a[s]) for s in (0, 1, 2)])
+    b = np.array([60 * 2 / sum(cpu_b[s]) for s in (0, 1, 2)])
+    assert row["diff"] == pytest.approx((a - b).mean()) and row["note"] == ""
+    assert (row["lo"], row["hi"]) == pytest.approx(_t(a - b))
+    assert row["direction"] == NONINFERIOR and row["margin"] == pytest.approx(0.08 * b.mean())
+    # d = (20 - 30, 20 - 20, 40 - 40): [-17.7, +11.0] reaches below -2.4 (8% of 30)
+    assert row["lo"] < -row["margin"] < row["hi"] and row["verdict"] == "inconclusive"
+    # one run of theirs logged before step_cpu_time: every run reads the wall clock
+    old = logs[~((logs["policy"] == B) & (logs["seed"] == 2))]
+    old = pd.concat([old, _logs(B, {2: wall[2]})])
+    mixed = check_claim(claim, _table()[2], SMOKE, old)
+    w = np.array([60 * 2 / sum(wall[s]) for s in (0, 1, 2)])
+    assert mixed["diff"] == pytest.approx(0.0)  # both sides on the same wall times
+    assert mixed["value_ours"] == pytest.approx(w.mean())
+    assert "1 of 6 runs' logs predate step_cpu_time" in mixed["note"]
 
 
 def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
@@ -223,9 +260,10 @@ def test_new_rows_verdicts_on_hand_made_intervals():
     table = judge(
         pd.DataFrame(
             [
-                row(cost, 10, -3.0, 3.0),  # inside +/- 8% of 50 = +/- 4
+                row(cost, 10, -3.0, 3.0),  # the loss is at most 8% of 50 = 4
                 row(cost, 10, -12.0, -6.0),  # wholly below -4: much slower
                 row(cost, 10, -6.0, 1.0),  # straddles the margin
+                row(cost, 10, 2.0, 9.0),  # faster: one-sided, so not against the claim
                 row(grows, 10, 0.5, 3.0),  # clear of 0 the paper's way
                 row(grows, 10, -0.5, 1.0),  # below the paper's +1.44
                 row(grows, 3, -3.0, 6.0),  # covers 0 and +1.44
@@ -237,13 +275,14 @@ def test_new_rows_verdicts_on_hand_made_intervals():
         "reproduced",
         "contradicted",
         "inconclusive",
+        "reproduced",  # an equivalence (+/- 4) would call it inconclusive
         "reproduced",
         "smaller than reported",  # covers 0, below the paper's +1.44: not a refutation
         "inconclusive",
         "exploratory",
     ]
     assert table["margin"].iloc[0] == pytest.approx(4.0)
-    assert table["effect"].iloc[3] == pytest.approx((69.06 - 67.76) - (38.15 - 38.29))
+    assert table["effect"].iloc[4] == pytest.approx((69.06 - 67.76) - (38.15 - 38.29))
 
 
 def test_every_claim_of_the_issue_has_a_row():
@@ -252,7 +291,6 @@ def test_every_claim_of_the_issue_has_a_row():
         "PSN raises pass@256 on a third base model",
         "The chosen sigma beats a smaller one",
         "The chosen sigma beats a larger one",
-        "Per-rollout noise beats per-step noise",
         "Variant II costs at most ~8% throughput",
         "PSN responses are more diverse",
         "Weak prefixes mitigate entropy collapse",
@@ -261,6 +299,26 @@ def test_every_claim_of_the_issue_has_a_row():
         "Variant I (KL target) raises pass@256",
         "Weak prefixes keep pass@1 about equal",
         "PSN fixed transfers out of distribution",
+        # issue 31
+        "The released code's PSN raises pass@256",
+        "Per-step MLP noise raises pass@256",
+        "Per-step noise beats per-rollout noise",
+        "Every parameter and Variant I add to per-step noise",
+        "Variant II beats Variant I",
+        "Noise beats temperature at equal pass@1",
+        *(
+            f"{arm} beats {baseline}"
+            for arm in ("PSN fixed", "The released code's PSN")
+            for baseline in (
+                "a raised rollout temperature",
+                "the first entropy bonus",
+                "the second entropy bonus",
+            )
+        ),
+        *(
+            f"{arm} raises pass@256 at equal pass@1"
+            for arm in ("PSN", "Adaptive PSN", "The released code's PSN")
+        ),
     }
     assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))
     declared = {s for s in vars(claim_stats).values() if isinstance(s, Statistic)}
@@ -309,11 +367,15 @@ def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
     text = claims_markdown(pd.DataFrame([row]))
     assert "| benchmarks |" in text and f"| {', '.join(ID)} |" in text
     assert f"{row['diff']:+.3f}" in text  # entropy in nats, three decimals
-    md = results_markdown(pd.DataFrame([row]), get_profile("cpu"), no_timing("/nonexistent.json"))
+    md = results_markdown(pd.DataFrame([row]), CPU, no_timing("/nonexistent.json"))
     words = " ".join(md.split())
-    assert "the ablations (1 seed) evaluate countdown-l3 only" in words
-    seeds = len(get_profile("cpu").seeds)
+    ablation, baseline = len(CPU.ablation_seeds), len(CPU.baseline_seeds)
+    assert f"the ablations ({ablation} seeds) evaluate countdown-l3 only" in words
+    assert f"the exploration baselines ({baseline} seeds) the same levels" in words
+    seeds = len(CPU.seeds)
     assert f"the main comparisons ({seeds} seeds) average the in-distribution levels" in words
+    one = results_markdown(pd.DataFrame([row]), SMOKE, no_timing("/nonexistent.json"))
+    assert "the ablations (1 seed) evaluate" in " ".join(one.split())  # from the profile
 
 
 def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(monkeypatch):

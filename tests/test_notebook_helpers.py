@@ -142,7 +142,10 @@ def test_paper_beside_ours_takes_another_experiments_claims():
     throughput = table.loc["Variant II costs at most ~8% throughput"]  # from the logs handed
     assert throughput["ours"] == "PSN adaptive II 30.0 vs PSN fixed 60.0 (throughput)"
     own = notebook.paper_beside_ours(plan, {"problems": problems})
-    assert list(own.index) == ["Variant I (KL target) raises pass@256"]
+    assert list(own.index) == [
+        "Variant I (KL target) raises pass@256",
+        "Variant II beats Variant I",
+    ]
     entropy = experiments.entropy_dynamics(get_profile("smoke"))
     with pytest.raises(ValueError, match="no claim of the papers is tested by .*'entropy_dyn"):
         notebook.paper_beside_ours(entropy, {"problems": problems})

@@ -75,7 +75,7 @@ def test_the_gates_are_the_issues_keys_and_thresholds():
 def test_passing_values_pass_and_the_summary_says_so():
     table = gate_table(PASSING)
     assert table["pass"].all()
-    assert list(table.columns) == ["gate", "value", "threshold", "pass", "meaning"]
+    assert list(table.columns) == ["gate", "value", "threshold", "pass", "meaning", "limit"]
     assert regime_summary(table, "cpu").startswith("REGIME PASS")
 
 
@@ -83,15 +83,24 @@ def test_a_failing_profile_is_reported_plainly_gate_by_gate():
     table = gate_table(FAILING)
     assert not table["pass"].any()
     summary = regime_summary(table, "cpu")
-    assert summary.startswith("REGIME FAIL at profile cpu: 7 of 7 gates fail")
+    assert summary.startswith(
+        "REGIME FAIL at profile cpu: 7 of 7 gates fail (1 of them a structural limit of the task)"
+    )
     for key, gate in GATES.items():
-        assert f"{key} = " in summary and f"(needs {gate.threshold})" in summary
+        assert f"{key} = " in summary and f"(needs {gate.threshold}" in summary
+    # the prefix gate is the task's structural limit, said with its measurement; no other gate is
+    assert "prefix_completable = 0.074 (needs >= 0.4; a structural limit of Countdown" in summary
+    assert "docs/regime.md" in GATES["prefix_completable"].limit
+    assert [k for k, g in GATES.items() if g.limit] == ["prefix_completable"]
+    assert "base_pass1 = 0.029 (needs 0.1-0.4);" in summary
+    assert table.set_index("gate")["limit"].astype(bool).sum() == 1
 
 
 def test_one_failing_or_missing_gate_fails_the_regime():
     one_off = PASSING | {"tis_ess": 0.999}
     summary = regime_summary(gate_table(one_off), "cpu")
     assert summary.startswith("REGIME FAIL") and "tis_ess = 0.999 (needs < 0.995)" in summary
+    assert "structural" not in summary  # a failure of a setting, not of the task
     missing = {k: v for k, v in PASSING.items() if k != "narrowing_lo"}
     table = gate_table(missing | {"psn_kl_per_token": float("nan")})
     assert list(table.loc[~table["pass"], "gate"]) == ["narrowing_lo", "psn_kl_per_token"]
@@ -117,30 +126,56 @@ def _curves(rows):
     return pd.DataFrame(rows, columns=["policy", "seed", "benchmark", "k", "pass_at_k"])
 
 
+def _levels(policy, values, seed=0, k=1):
+    """Curves rows of one policy: ``values`` lists pass@k per level l1..l5."""
+    return [(policy, seed, b, k, v) for b, v in zip(LEVELS, values, strict=True)]
+
+
+def test_every_pass_at_k_gate_reads_the_in_distribution_levels():
+    """One benchmark set for every gate: the levels the primary claims average (the claim
+    'RL narrows pass@k at large k' that narrowing_lo reuses reads the same)."""
+    from psnlib.replication.experiments import benchmarks_of
+    from psnlib.replication.regime import NARROWING, gate_benchmarks
+
+    for name in ("smoke", "cpu", "gpu", "paper"):
+        p = get_profile(name)
+        assert gate_benchmarks(p) == benchmarks_of(p, NARROWING.kind) == benchmarks_of(p, "id")
+    assert gate_benchmarks(get_profile("cpu")) == tuple(LEVELS)
+    for key in ("base_pass1", "grpo_pass1_gain", "narrowing_lo", "weak_pass1_ratio"):
+        assert "in-distribution mean" in GATES[key].meaning, key
+        assert "main benchmark" not in GATES[key].meaning, key
+
+
 def test_gate_values_from_hand_made_tables():
+    """Base, weak and GRPO pass@1 differ by level, so that l3 alone (the main benchmark, which
+    grpo_pass1_gain and the two testbed gates once read) gives other values than the average."""
     main = main_benchmark(get_profile("smoke"))
     assert main == "countdown-l3"
     testbed = _curves(
-        [("base", 0, main, 1, 0.2), ("weak", 0, main, 1, 0.1), ("base", 0, main, 16, 0.9)]
+        _levels("base", [0.30, 0.25, 0.20, 0.15, 0.10])  # mean 0.20; l3 0.20
+        + _levels("weak", [0.20, 0.10, 0.05, 0.10, 0.05])  # mean 0.10; l3 0.05
+        + _levels("base", [0.9] * 5, k=16)
     )
     curves = _curves(
-        [("base", 0, main, 1, 0.2), ("base", 0, "countdown-l1", 1, 0.9)]
-        + [("GRPO", s, main, 1, p) for s, p in ((0, 0.3), (1, 0.3), (2, 0.36))]
+        _levels("base", [0.30, 0.25, 0.20, 0.15, 0.10])
+        + _levels("GRPO", [0.40, 0.35, 0.30, 0.25, 0.20], seed=0)  # mean 0.30
+        + _levels("GRPO", [0.50, 0.40, 0.20, 0.30, 0.30], seed=1)  # mean 0.34; l3 0.20
     )
     # base solves all 4 problems of every level; GRPO seeds solve 2, 3 and 2 of them: base - GRPO
     # pass@16 is 50, 25, 50 points per seed; its t-interval over 3 seeds has lower end 5.8.
+    # countdown-div (out of distribution) would move it and is not read.
     solved = {0: 2, 1: 3, 2: 2}
     problems = pd.DataFrame(
         [
             {"policy": "base", "seed": 0, "benchmark": b, "prompt": f"p{i}", "n": 16, "correct": 1}
-            for b in LEVELS
+            for b in (*LEVELS, "countdown-div")
             for i in range(4)
         ]
         + [
             {"policy": "GRPO", "seed": s, "benchmark": b, "prompt": f"p{i}", "n": 16}
-            | {"correct": 5 if i < solved[s] else 0}
+            | {"correct": 5 if i < solved[s] or b == "countdown-div" else 0}
             for s in solved
-            for b in LEVELS
+            for b in (*LEVELS, "countdown-div")
             for i in range(4)
         ]
     )
@@ -155,39 +190,31 @@ def test_gate_values_from_hand_made_tables():
             "completable": [1.0, 1.0, 1.0],  # a new attempt completes any prefix: not the gate
         }
     )
-    values = gate_values(
-        get_profile("smoke"), testbed, {"curves": curves, "problems": problems}, logs, quality
-    )
+    tables = {"curves": curves, "problems": problems}
+    values = gate_values(get_profile("smoke"), testbed, tables, logs, quality)
     d = [50.0, 25.0, 50.0]
     lo = sum(d) / 3 - stats.t.ppf(0.975, 2) * pd.Series(d).std() / math.sqrt(3)
     assert values == pytest.approx(
         {
             "base_pass1": 0.2,
-            "grpo_pass1_gain": 0.32 / 0.2,
+            "grpo_pass1_gain": ((0.30 + 0.34) / 2) / 0.2,  # l3 alone: 0.25 / 0.2
             "narrowing_lo": lo,
             "psn_kl_per_token": 0.003,
             "tis_ess": 0.985,
-            "weak_pass1_ratio": 0.5,
+            "weak_pass1_ratio": 0.10 / 0.20,  # l3 alone: 0.25
             "prefix_completable": 0.45,
         }
     )
     assert 5.0 < values["narrowing_lo"] < 6.5
     with pytest.raises(ValueError, match="no pass@1 of 'weak'"):
-        gate_values(
-            get_profile("smoke"),
-            testbed[testbed.policy != "weak"],
-            {"curves": curves, "problems": problems},
-            logs,
-            quality,
-        )
-    no_logs = gate_values(
-        get_profile("smoke"), testbed, {"curves": curves, "problems": problems}, logs[[]], quality
-    )
+        gate_values(get_profile("smoke"), testbed[testbed.policy != "weak"], tables, logs, quality)
+    only_main = testbed[testbed.benchmark == main]  # the testbed of the main benchmark alone
+    with pytest.raises(ValueError, match=r"no pass@1 of 'base' on \['countdown-l1'.*gates read"):
+        gate_values(get_profile("smoke"), only_main, tables, logs, quality)
+    no_logs = gate_values(get_profile("smoke"), testbed, tables, logs[[]], quality)
     assert math.isnan(no_logs["psn_kl_per_token"]) and math.isnan(no_logs["tis_ess"])
     never = testbed.assign(pass_at_k=0.0)  # a base policy that never solves: no ratio, no pass
-    ratio = gate_values(
-        get_profile("smoke"), never, {"curves": curves, "problems": problems}, logs, quality
-    )
+    ratio = gate_values(get_profile("smoke"), never, tables, logs, quality)
     assert math.isnan(ratio["weak_pass1_ratio"]) and ratio["base_pass1"] == 0.0
     assert not gate_table(ratio).set_index("gate").loc["weak_pass1_ratio", "pass"]
 

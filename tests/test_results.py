@@ -15,6 +15,7 @@ from psnlib.replication.claim_stats import (
     STEP_VALIDITY,
     Statistic,
 )
+from psnlib.replication.claim_stats import THROUGHPUT as THROUGHPUT_STAT
 from psnlib.replication.claims import CLAIMS, Claim
 from psnlib.replication.experiments import (
     BASE_POLICY,
@@ -157,6 +158,14 @@ def test_solved_only_counts_each_way():
 def test_bad_claims_and_unknown_policies_fail_clearly():
     with pytest.raises(ValueError, match="kind must be"):
         _claim(kind="both")
+    with pytest.raises(ValueError, match="a non-inferiority claim needs a margin > 0, got None"):
+        _claim(direction=-1)
+    with pytest.raises(ValueError, match="an 'about equal' claim needs a margin > 0, got 0"):
+        _claim(direction=0, margin=0)
+    with pytest.raises(ValueError, match="a claim that ours is ahead takes no margin, got 0.1"):
+        _claim(margin=0.1)  # a margin it would silently ignore
+    with pytest.raises(ValueError, match=r"direction must be 1 .* or -1 .*got 2"):
+        _claim(direction=2)
     table = _problems(A, [0], _random_counts(np.random.default_rng(3), [0], 0, 4))
     with pytest.raises(ValueError, match=r"no evaluation of policy 'GRPO'; have \['PSN fixed'\]"):
         check_claim(_claim(), table, SMOKE)
@@ -310,7 +319,86 @@ def test_the_size_of_the_papers_effect_is_judged_raw_and_scaled_to_the_headroom(
     assert judged["effect_scaled"].tolist() == pytest.approx([scaled, scaled])
     assert list(judged["verdict"]) == ["smaller than reported", "inconclusive"]
     first, second = discussion(judged).splitlines()
-    assert "the paper's +2.2 is excluded, scaled to this headroom +1.0 is inside it" in first
+    assert (
+        "the paper's +2.2 is excluded (above the interval), scaled to this headroom +1.0 is "
+        "inside it" in first
+    )
     assert "would need" not in first
     assert "the paper's +2.2 is inside it" in second and "would need about" in second
     assert "+2.2 (+1.0 here)" in claims_markdown(judged)
+    # an interval wholly above the paper's effect excludes it from below, and asks for no seeds
+    above = judge(pd.DataFrame([_row("up", 16, 10.6, 8.8, 12.4, theirs=88.3)]), claims)
+    (text,) = discussion(above).splitlines()
+    assert "the paper's +2.2 is excluded (below the interval)" in text and "would need" not in text
+
+
+def test_the_paper_vs_released_code_table_is_pulled_from_the_claim_rows():
+    """Each difference names the claims whose rows test it (all of them claims), and its result
+    is those rows' verdicts and intervals: another table gives another text."""
+    from psnlib.replication.claims import CODE_DIFFERENCES
+    from psnlib.replication.results_text import code_differences, code_differences_markdown
+
+    names = {c.name for c in CLAIMS}
+    for d in CODE_DIFFERENCES:
+        assert set(d.claims) <= names, d.claims
+        assert bool(d.claims) != bool(d.untested), d.what  # tested, or why not: one of them
+    whats = [d.what for d in CODE_DIFFERENCES]
+    for needed in (
+        "noise is drawn",
+        "weights",
+        "scheduler",
+        "KL target",
+        "sigma",
+        "KL loss",
+        "valid",
+    ):
+        assert any(needed in w for w in whats), needed
+    step = "Per-step noise beats per-rollout noise"
+    claims = (_claim(name=step), _claim(name="Variant II beats Variant I"))
+    table = judge(
+        pd.DataFrame(
+            [_row(step, 4, 3.0, 1.0, 5.0), _row("Variant II beats Variant I", 4, -1.0, -3.0, 1.0)]
+        ),
+        claims,
+    )
+    cpu = get_profile("cpu")
+    rows = code_differences(table, cpu).set_index("difference")
+    scope = rows.loc["when the noise is drawn"]
+    assert (
+        f"{step}: **reproduced**, +3.0 [+1.0, +5.0] points (pass@256, 4 seeds)"
+        in scope["tested by"]
+    )
+    assert "Per-step MLP noise raises pass@256: not in this table" in scope["tested by"]
+    assert "noise_scope=rollout" in scope["here"] and "released code's PSN: step" in scope["here"]
+    assert (
+        "Variant II beats Variant I: **inconclusive**, -1.0 [-3.0, +1.0]"
+        in rows.loc["the sigma scheduler", "tested by"]
+    )
+    assert rows.loc["validation weights", "tested by"].startswith("not tested here: ")
+    assert "entropy_coef=0, beta=0" in rows.loc["entropy bonus and KL loss", "here"]
+    assert "beta=0.001" in code_differences(table, get_profile("paper")).iloc[5]["here"]
+    other = judge(pd.DataFrame([_row(step, 4, -3.0, -5.0, -1.0)]), claims)
+    assert f"{step}: **contradicted**, -3.0 [-5.0, -1.0]" in code_differences_markdown(other, cpu)
+    md = results_markdown(table, cpu, timing_summary("/nonexistent.json"))
+    assert "## The paper vs the released code" in md
+    assert md.index("## The paper vs the released code") < md.index("## Run time")
+
+
+def test_non_inferiority_and_rows_without_an_interval_read_plainly():
+    cost = _claim(THROUGHPUT_STAT, name="cost", direction=-1, margin=0.08)
+    frontier = _claim(name="joint", effect=2.2, paper_theirs=74.7)
+    rows = [
+        _row("cost", 16, -1.0, -3.0, 1.0) | {"unit": "steps/min", "statistic": "throughput"},
+        _row("joint", 2, 0.5, float("nan"), float("nan"), theirs=88.0)
+        | {"note": "no interval: fewer than 3 seeds"},
+    ]
+    table = judge(pd.DataFrame(rows), (cost, frontier))
+    assert list(table["verdict"]) == ["reproduced", "inconclusive"]
+    assert table["margin"].iloc[0] == pytest.approx(4.0) and table["direction"].iloc[0] == -1
+    text = claims_markdown(table)
+    assert "**reproduced** (at most 4.00 below)" in text and "equal within" not in text
+    assert "*no interval: fewer than 3 seeds*" in text and "nan" not in text  # the first: no note
+    first, second = discussion(table).splitlines()
+    assert "the non-inferiority margin: at most 4.00 below" in first
+    assert "**joint** (pass@256, 2 seeds): *inconclusive*; ours - theirs +0.5 points, no " in second
+    assert "nan" not in second and "would need" not in second

@@ -7,6 +7,9 @@ import pytest
 from scipy import stats
 
 from psnlib.replication.verdicts import (
+    EQUIVALENT,
+    NONINFERIOR,
+    SUPERIOR,
     headroom_scaled,
     minimum_detectable_effect,
     power,
@@ -65,8 +68,37 @@ def test_about_equal_needs_a_margin_and_directions_are_checked():
     # a share of a 0 value (e.g. pass@1 of a policy that solves nothing) is a margin of 0
     assert verdict(0.0, 0.0, 0, 3, margin=0.0) == "reproduced"
     assert verdict(0.0, 0.5, 0, 3, margin=0.0) == "inconclusive"
-    with pytest.raises(ValueError, match="direction must be 1"):
-        verdict(-1.0, 1.0, -1, 3)
+    with pytest.raises(ValueError, match=r"direction must be 1 .*, 0 .* or -1 .*got 2"):
+        verdict(-1.0, 1.0, 2, 3)
+    with pytest.raises(ValueError, match="a non-inferiority claim needs a margin >= 0, got None"):
+        verdict(-1.0, 1.0, NONINFERIOR, 3)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "expected"),
+    [
+        (-3.9, 1.0, "reproduced"),  # the loss is at most 4: the lower end clears -4
+        (-3.9, -0.5, "reproduced"),  # slower, surely, but by less than the margin
+        (0.5, 9.0, "reproduced"),  # faster: never against "costs at most"
+        (-4.0, 1.0, "inconclusive"),  # the lower end on the margin does not clear it
+        (-8.3, 0.0, "inconclusive"),  # the committed cpu interval (wall time): a loss beyond 4
+        (-9.0, -4.5, "contradicted"),  # the upper end below -4: a loss larger than the margin
+        (-12.0, 3.0, "inconclusive"),
+    ],
+)
+def test_non_inferiority_is_one_sided_against_minus_the_margin(lo, hi, expected):
+    """``ours - theirs`` at most 4 below (e.g. 8% of 50 steps/min): only the lower end of the
+    interval can reproduce it and only the upper end contradict it; an equivalence reading of
+    the same intervals differs where ours is ahead."""
+    assert verdict(lo, hi, NONINFERIOR, 16, margin=4.0) == expected
+    assert verdict(0.5, 9.0, EQUIVALENT, 16, margin=4.0) == "inconclusive"  # +/- 4: not equal
+    assert verdict(lo, hi, NONINFERIOR, 1, margin=4.0) == "exploratory"
+
+
+def test_an_interval_that_could_not_be_computed_decides_nothing():
+    nan = float("nan")
+    for direction, margin in ((SUPERIOR, None), (EQUIVALENT, 1.0), (NONINFERIOR, 1.0)):
+        assert verdict(nan, nan, direction, 16, margin=margin, effect=2.0) == "inconclusive"
 
 
 def test_standard_error_inverts_the_t_interval():

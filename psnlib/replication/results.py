@@ -5,21 +5,24 @@ Each ``Claim`` holds the experiment that tests it, the policy the paper says com
 experiments (loading the cached runs and evaluations that ``make reproduce`` prepared), and
 ``check_claim`` computes the statistic per training seed from the tables the experiment returns
 (``psnlib.replication.claim_stats``: pass@k, shares, entropy from the problems table; throughput
-from the training logs) and the difference ``ours - theirs`` with a 95% interval:
+from the training logs; pass@k at equal pass@1 from each seed's pass@1 and pass@k) and the
+difference ``ours - theirs`` with a 95% interval:
 
 - with two or more seeds, a t-interval over the per-seed differences (seeds are paired: the same
   seed gives both arms the same initial data order; a policy with one evaluation, the base
-  policy, is compared with every seed of the other);
+  policy, is compared with every seed of the other), or the statistic's own interval where it
+  has one (pass@k at equal pass@1: a jackknife over seeds that refits the frontier);
 - with one seed, a paired bootstrap over problems (resampled within each benchmark). It covers
   problem sampling only, not seed-to-seed spread, and the verdict says so.
 
 The verdict (``psnlib.replication.verdicts``) follows from the interval: *reproduced*,
-*contradicted*, *inconclusive*, or *exploratory* for one seed; beside it the minimum detectable
-effect at 80% power from the observed spread. A claim whose policies the profile does not train (a
-third base model where the profile has one other) gets the status ``NOT_RUN`` and the reason, no
-numbers. ``psnlib.replication.results_text.results_markdown`` renders the table and a discussion
-computed from it (nothing in it is written once for every profile); notebook 15 writes it to
-``figures/<profile>/RESULTS.md``.
+*contradicted*, *smaller than reported*, *inconclusive*, or *exploratory* for one seed, against 0,
+an equivalence margin or a non-inferiority margin as the claim's direction says; beside it the
+minimum detectable effect at 80% power from the observed spread. A claim whose policies the
+profile does not train (a third base model where the profile has one other) gets the status
+``NOT_RUN`` and the reason, no numbers. ``psnlib.replication.results_text.results_markdown``
+renders the table and a discussion computed from it (nothing in it is written once for every
+profile); notebook 15 writes it to ``figures/<profile>/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from psnlib.replication.experiments import (
 from psnlib.replication.profiles import Profile
 from psnlib.replication.results_text import (
     claims_markdown,
+    code_differences,
     discussion,
     results_markdown,
     timing_summary,
@@ -58,6 +62,7 @@ from psnlib.replication.verdicts import (
 __all__ = [
     "check_claim",
     "claims_markdown",
+    "code_differences",
     "discussion",
     "evaluate_claims",
     "headline_curves",
@@ -93,18 +98,19 @@ def _t_interval(d: np.ndarray) -> tuple[float, float]:
 
 def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
     """The columns that follow from a claim's interval (``psnlib.replication.verdicts``): the
-    paper's effect (and, for a pass@k, scaled to this testbed's headroom), the equivalence margin
-    (the statistic's unit; "about equal" claims only), the minimum detectable effect at 80% power
-    and the verdict; for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a
-    verdict."""
+    claim's direction, the paper's effect (and, for a pass@k, scaled to this testbed's headroom),
+    the margin (the statistic's unit: ``claim.margin`` x theirs' value; equivalence and
+    non-inferiority claims only), the minimum detectable effect at 80% power and the verdict;
+    for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a verdict."""
     nan = float("nan")
-    margin = claim.margin * abs(theirs) if claim.direction == 0 and seeds else nan
+    margin = claim.margin * abs(theirs) if claim.margin is not None and seeds else nan
     se = standard_error(lo, hi, seeds) if seeds > 1 else nan
     scaled = nan
     if claim.effect is not None and claim.paper_theirs is not None and seeds:
         scaled = headroom_scaled(claim.effect, theirs, claim.paper_theirs)
     word = verdict(lo, hi, claim.direction, seeds, margin=margin, effect=claim.effect)
     return {
+        "direction": claim.direction,
         "effect": nan if claim.effect is None else claim.effect,
         "effect_scaled": scaled,
         "margin": margin,
@@ -180,9 +186,12 @@ def check_claim(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     stat = claim.statistic
-    values, both = stat.seed_values(problems, logs, ours.label, theirs.label, profile)
+    measured = stat.seed_values(problems, logs, ours.label, theirs.label, profile)
+    values, both = measured.values, measured.paired
     d = (values["value_a"] - values["value_b"]).to_numpy()  # (seeds,), in the statistic's unit
-    if len(d) > 1:
+    if measured.interval is not None:
+        lo, hi = measured.interval
+    elif len(d) > 1:
         lo, hi = _t_interval(d)
     elif both is None or stat.per_seed is not seed_means:  # the bootstrap resamples a mean
         lo = hi = float("nan")
@@ -192,7 +201,9 @@ def check_claim(
     theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
     return {
-        **_row(claim, profile, ours.label, theirs.label, averaged or "training runs"),
+        **_row(
+            claim, profile, ours.label, theirs.label, averaged or "training runs", measured.note
+        ),
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean()),
         "value_theirs": theirs_value,
@@ -220,7 +231,7 @@ def evaluate_claims(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.
         if claim.experiment not in tables:
             tables[claim.experiment] = claim.experiment(profile).run(progress=False)
         t = tables[claim.experiment]
-        rows.append(check_claim(claim, t["problems"], profile, t["logs"]))
+        rows.append(check_claim(claim, t["problems"], profile, t.get("logs")))
     return pd.DataFrame(rows)
 
 

@@ -11,9 +11,16 @@ Verdict words (``verdict``):
 - *smaller than reported*: the interval covers 0 but lies wholly below the paper's reported
   difference: the paper's size is excluded, its direction is not refuted;
 - *inconclusive*: anything else;
-- "about equal" claims (direction 0) are judged against an equivalence margin ``m``, stated with
-  the claim: *reproduced* when the interval lies inside ``[-m, m]``, *contradicted* when it lies
-  wholly outside, *inconclusive* otherwise;
+- "about equal" claims (direction ``EQUIVALENT``, 0) are judged against an equivalence margin
+  ``m``, stated with the claim: *reproduced* when the interval lies inside ``[-m, m]``,
+  *contradicted* when it lies wholly outside, *inconclusive* otherwise;
+- "ours costs at most m" claims (direction ``NONINFERIOR``, -1: non-inferiority, one-sided) are
+  judged against the margin ``-m`` alone: *reproduced* when the interval's lower end lies above
+  ``-m`` (the one-sided 97.5% bound excludes a loss larger than ``m``), *contradicted* when its
+  upper end lies below ``-m`` (a loss larger than ``m``), *inconclusive* otherwise. A gain, however
+  large, never contradicts it;
+- an interval that could not be computed (NaN: e.g. a statistic that needs more seeds than the
+  profile has) is *inconclusive*;
 - a claim measured on one seed is *exploratory*: its interval (a bootstrap over problems) leaves
   out seed-to-seed spread, so it is never a verdict.
 
@@ -40,6 +47,9 @@ from scipy import optimize, stats
 
 LEVEL = 0.95  # two-sided interval, test level 1 - LEVEL
 POWER = 0.8
+# A claim's direction: ours ahead of theirs, about equal to it, or at most a margin below it
+SUPERIOR, EQUIVALENT, NONINFERIOR = 1, 0, -1
+DIRECTIONS = (SUPERIOR, EQUIVALENT, NONINFERIOR)
 REPRODUCED, CONTRADICTED, SMALLER, INCONCLUSIVE, EXPLORATORY = (
     "reproduced",
     "contradicted",
@@ -59,20 +69,32 @@ def verdict(
 ) -> str:
     """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
 
-    ``direction`` is 1 when the paper finds ``ours`` ahead, 0 for "about equal" (then ``margin``,
-    the equivalence margin in the statistic's units, is required); ``effect`` is the paper's
-    reported difference, where it gives one (then an interval wholly below it that covers 0 is
+    ``direction`` is ``SUPERIOR`` (1) when the paper finds ``ours`` ahead, ``EQUIVALENT`` (0) for
+    "about equal", ``NONINFERIOR`` (-1) for "ours at most ``margin`` below theirs"; the last two
+    need ``margin`` (>= 0, in the statistic's units). ``effect`` is the paper's reported
+    difference, where it gives one (then a ``SUPERIOR`` interval wholly below it that covers 0 is
     *smaller than reported*)."""
-    if direction not in (0, 1):
-        raise ValueError(f"direction must be 1 (ours ahead) or 0 (about equal), got {direction}")
+    if direction not in DIRECTIONS:
+        raise ValueError(
+            f"direction must be 1 (ours ahead), 0 (about equal) or -1 (at most a margin below), "
+            f"got {direction}"
+        )
     if seeds < 2:
         return EXPLORATORY
-    if direction == 0:
-        if margin is None or not margin >= 0:  # 0: a relative margin of a 0 value
-            raise ValueError(f"an 'about equal' claim needs a margin >= 0, got {margin}")
+    if direction != SUPERIOR and (margin is None or not margin >= 0):
+        # 0: a relative margin of a 0 value
+        kind = "an 'about equal'" if direction == EQUIVALENT else "a non-inferiority"
+        raise ValueError(f"{kind} claim needs a margin >= 0, got {margin}")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return INCONCLUSIVE
+    if direction == EQUIVALENT:
         if -margin <= lo and hi <= margin:
             return REPRODUCED
         return CONTRADICTED if lo > margin or hi < -margin else INCONCLUSIVE
+    if direction == NONINFERIOR:
+        if lo > -margin:
+            return REPRODUCED
+        return CONTRADICTED if hi < -margin else INCONCLUSIVE
     if lo > 0:
         return REPRODUCED
     if hi < 0:
