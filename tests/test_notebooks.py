@@ -9,10 +9,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from psnlib.replication import summaries
+from psnlib.replication.profiles import get_profile
 from psnlib.replication.reproduce import notebook_paths, run_notebook
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = notebook_paths(NOTEBOOK_DIR)
+# Notebooks whose comparisons run at the ablation seeds: each arm is read paired with its
+# reference over the same seeds, never beside per-policy means of a single seed (issue 31).
+ABLATIONS = ("04_", "05_", "06_", "07_", "08_", "09_", "14_")
+# Every notebook that compares trained arms shows the paired differences (summaries.paired_*).
+PAIRED = (*ABLATIONS, "03_", "13_", "16_")
 
 
 def test_there_are_notebooks():
@@ -37,6 +44,34 @@ def test_notebook_code_is_thin(path):
         if cell.cell_type == "code":
             assert len(cell.source.splitlines()) <= 16, f"{path.name}: a cell is too long"
             assert "def " not in cell.source, f"{path.name}: define functions in psnlib"
+
+
+def _code(path: Path) -> str:
+    return "\n".join(
+        c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
+    )
+
+
+def test_the_exploration_baselines_notebook_is_among_the_notebooks():
+    assert "16_exploration_baselines" in [p.stem for p in NOTEBOOKS]
+    assert {p.name[:3] for p in NOTEBOOKS} >= set(PAIRED)  # no listed notebook went missing
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in NOTEBOOKS if p.name.startswith(PAIRED)],
+    ids=[p.stem for p in NOTEBOOKS if p.name.startswith(PAIRED)],
+)
+def test_arms_are_read_paired_with_their_reference_over_seeds(path):
+    """An arm's difference from its reference is shown per seed pair, with a paired interval;
+    an ablation notebook no longer lists per-policy means side by side as its result."""
+    code = _code(path)
+    assert "summaries.paired_differences(" in code or "summaries.paired_seed_differences(" in code
+    assert "summaries.paired_table(" in code
+    if path.name.startswith(ABLATIONS):
+        assert "summaries.headline(" not in code, path.name
+    if path.name.startswith(tuple(a for a in ABLATIONS if a != "09_")):  # 09: main seeds too
+        assert "summaries.pass_table(" not in code, path.name
 
 
 def _pass_at_k_tables(obj):
@@ -83,6 +118,10 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
     assert not stderr, f"warnings in the executed notebook: {stderr}"
     assert "widgets" not in executed.metadata, "widget state in the published notebook"
     assert_whole_report(outputs)
+    if path.name.startswith(ABLATIONS) and len(get_profile("smoke").ablation_seeds) == 1:
+        # one ablation seed at smoke: every paired table says its rows are exploratory
+        shown = [str(out.get("data", {}).get("text/plain", "")) for out in outputs]
+        assert any(summaries.ONE_SEED in text for text in shown), "no exploratory note shown"
 
 
 FIRST_STATE = re.compile(r"(?<![\d.])0%\|")  # a progress bar shown at its start

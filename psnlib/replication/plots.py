@@ -153,6 +153,55 @@ def plot_frontier(
     return fig
 
 
+def plot_paired_differences(
+    per_seed: pd.DataFrame, intervals: pd.DataFrame, title: str = ""
+) -> sns.FacetGrid:
+    """Paired differences "arm - reference", one panel per statistic: a dot per training seed
+    (``psnlib.replication.summaries.paired_seed_differences``), and the mean over seeds with its
+    paired-t interval (``difference_intervals``; only the mean where there is one seed); the
+    dashed line is no difference."""
+    set_style()
+    pair = [f"{a} - {b}" for a, b in zip(per_seed["policy"], per_seed["reference"], strict=True)]
+    data = per_seed.assign(pair=pair)
+    order = list(dict.fromkeys(data["pair"]))
+    grid = sns.catplot(
+        data=data,
+        x="difference",
+        y="pair",
+        col="statistic",
+        kind="strip",
+        order=order,
+        color="0.55",
+        alpha=0.7,
+        jitter=0.15,
+        height=1.2 + 0.45 * len(order),
+        aspect=max(1.0, 4.2 / (1.2 + 0.45 * len(order))),
+        sharex=False,
+    )
+    summary = intervals.assign(pair=intervals["policy"] + " - " + intervals["reference"])
+    for name, ax in grid.axes_dict.items():
+        rows = summary[summary["statistic"] == name].set_index("pair").reindex(order)
+        y = range(len(order))
+        ax.scatter(rows["mean"], y, marker="D", color="black", zorder=3, label="mean over seeds")
+        shown = rows["lo"].notna().to_numpy()
+        if shown.any():
+            lo, mean, hi = (rows[c].to_numpy()[shown] for c in ("lo", "mean", "hi"))
+            ax.errorbar(
+                mean,
+                [i for i, s in zip(y, shown, strict=True) if s],
+                xerr=[mean - lo, hi - mean],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+                zorder=3,
+            )
+        ax.axvline(0.0, color="0.3", linewidth=0.8, linestyle="--")
+        unit = rows["unit"].dropna().iloc[0] if rows["unit"].notna().any() else ""
+        ax.set_xlabel(f"difference ({unit})" if unit else "difference")
+    grid.set_ylabels("")
+    return _titled(grid, title)
+
+
 def plot_training(
     logs: pd.DataFrame,
     metrics: list[str],
@@ -166,7 +215,8 @@ def plot_training(
     present = [m for m in metrics if m in logs.columns]
     if not present:
         raise ValueError(f"none of {metrics} was logged; columns: {list(logs.columns)}")
-    long = logs.melt(id_vars=[hue, "seed", "step"], value_vars=present, var_name="metric")
+    keys = [hue, "seed", "step"]  # a tag column named "value" (a swept value) stays out
+    long = logs[keys + present].melt(id_vars=keys, value_vars=present, var_name="metric")
     long["value"] = long.groupby([hue, "seed", "metric"])["value"].transform(
         lambda v: v.rolling(smooth, min_periods=1).mean()
     )

@@ -1,16 +1,23 @@
 """Tables derived from ``psnlib.replication.variants.compare``'s tidy results: averages over
-benchmarks, means over seeds with their spread, crossovers, coverage and per-response metrics."""
+benchmarks, means over seeds with their spread, paired differences between arms over seeds,
+crossovers, coverage and per-response metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from psnlib.metrics import aggregate_seeds, solved_only_by
+from psnlib.replication.claim_stats import PASS_AT_1, PASS_AT_MAX, Statistic, number
+from psnlib.replication.profiles import Profile
+from psnlib.replication.verdicts import LEVEL  # the level of every interval: 0.95
 
 AVERAGE = "average"  # the benchmark name of the mean over benchmarks
+ONE_SEED = "one seed: exploratory, no interval"  # the note of a difference from a single seed
 _RUN_ONLY = ("lo", "hi", "seconds")  # columns that describe a single evaluation
 
 
@@ -158,3 +165,192 @@ def last_steps(logs: pd.DataFrame, columns: list[str], steps: int = 10) -> pd.Da
     tail = logs.sort_values("step").groupby(["policy", "seed"], sort=False).tail(steps)
     means = tail.groupby(["policy", "seed"], sort=False)[columns].mean().reset_index()
     return means.melt(id_vars=["policy", "seed"], value_vars=columns, var_name="metric")
+
+
+def _pairs(
+    problems: pd.DataFrame,
+    references: Sequence[str | tuple[str, str]],
+    policies: Sequence[str] | None,
+) -> list[tuple[str, str]]:
+    """(arm, reference) pairs in order: an (arm, reference) tuple of ``references`` as it is; a
+    policy name, paired as reference with each of ``policies`` (default: every policy of the
+    table, in table order) but itself, leaving out a pair whose mirror came earlier (PSN fixed
+    - GRPO, then not GRPO - PSN fixed)."""
+    have = list(dict.fromkeys(problems["policy"]))
+    named = [n for r in references for n in ((r,) if isinstance(r, str) else r)]
+    for name in [*named, *(policies or [])]:
+        if name not in have:
+            raise ValueError(f"no evaluation of policy {name!r}; have {have}")
+    pairs: list[tuple[str, str]] = []
+    for reference in references:
+        if not isinstance(reference, str):
+            pairs.append(tuple(reference))
+            continue
+        for policy in policies or have:
+            if policy != reference and (reference, policy) not in pairs:
+                pairs.append((policy, reference))
+    return list(dict.fromkeys(pairs))
+
+
+def _paired_problems(
+    arm: pd.DataFrame, ref: pd.DataFrame, policy: str, reference: str
+) -> pd.DataFrame:
+    """``arm``'s per-problem values beside ``ref``'s at the same seed, benchmark and prompt
+    (value_a, value_b), on ``arm``'s seeds and problems; a ``ValueError`` where ``ref`` lacks a
+    seed or a problem of ``arm``."""
+    keys = ["seed", "benchmark", "prompt"]
+    missing = sorted(set(arm["seed"]) - set(ref["seed"]))
+    if missing:
+        raise ValueError(
+            f"cannot pair {policy!r} with {reference!r}: the reference lacks seed(s) {missing} "
+            f"(it has {sorted(set(ref['seed']))}); a difference needs the same seeds on both sides"
+        )
+    both = arm.merge(ref, on=keys, how="left", suffixes=("_a", "_b"), indicator=True)
+    unmatched = both["_merge"] == "left_only"
+    if unmatched.any():
+        example = both.loc[unmatched, keys].iloc[0].to_dict()
+        raise ValueError(
+            f"cannot pair {policy!r} with {reference!r}: the reference lacks "
+            f"{int(unmatched.sum())} of its evaluated problems, e.g. {example}"
+        )
+    if len(both) != len(arm):
+        raise ValueError(f"{reference!r} has more than one row per seed, benchmark and prompt")
+    return both.drop(columns="_merge")
+
+
+def paired_seed_differences(
+    problems: pd.DataFrame,
+    reference: str | Sequence[str | tuple[str, str]],
+    profile: Profile,
+    statistics: Sequence[Statistic] = (PASS_AT_1, PASS_AT_MAX),
+    policies: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Per training seed, each arm's statistic minus the reference's, on the same seed and
+    problems.
+
+    ``problems`` is ``compare``'s per-problem table (columns policy, seed, benchmark, prompt, n,
+    correct, ...). ``reference`` is one policy or several, each paired with every policy of
+    ``policies`` (default: all in the table) but itself, or explicit (arm, reference) tuples,
+    e.g. PSN and GRPO from the same base model (``_pairs``). A statistic
+    (``psnlib.replication.claim_stats``; by default pass@1 and pass@K at the profile's largest
+    K, each the unbiased ``pass@k = 1 - C(n - c, k) / C(n, k)`` of a problem with c of n samples
+    correct) is averaged over a benchmark's problems, then over benchmarks:
+
+        d_s = mean_b mean_q x(arm, s, b, q) - mean_b mean_q x(reference, s, b, q)
+
+    at each of the arm's seeds s (the reference may have more). A reference that lacks one of
+    the arm's seeds, or one of its problems, is a ``ValueError``: an arm is never set beside
+    another seed of its reference.
+
+    Returns one row per pair, statistic and seed: policy, reference, statistic (its label at
+    ``profile``, e.g. pass@256), unit, seed, value (the arm's), reference_value, difference.
+    """
+    references = [reference] if isinstance(reference, str) else list(reference)
+    rows = []
+    for stat in statistics:
+        if stat.per_problem is None:
+            raise ValueError(
+                f"the {stat.name} statistic is not a mean of per-problem values (per run, or "
+                "computed across seeds): paired_seed_differences needs one"
+            )
+        values = {}
+        for policy, ref in _pairs(problems, references, policies):
+            for name in (policy, ref):
+                if name not in values:
+                    values[name] = stat.problem_values(problems, name, profile)
+            both = _paired_problems(values[policy], values[ref], policy, ref)
+            per_seed = stat.per_seed(both) * stat.scale
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "policy": policy,
+                        "reference": ref,
+                        "statistic": stat.label(profile),
+                        "unit": stat.unit,
+                        "seed": per_seed.index.to_numpy(),
+                        "value": per_seed["value_a"].to_numpy(),
+                        "reference_value": per_seed["value_b"].to_numpy(),
+                    }
+                )
+            )
+    table = pd.concat(rows, ignore_index=True)
+    return table.assign(difference=table["value"] - table["reference_value"])
+
+
+def difference_intervals(per_seed: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """``paired_seed_differences`` over seeds: per pair and statistic, the mean arm and
+    reference values, the mean difference, its standard deviation over seeds and the paired-t
+    interval
+
+    ``mean(d) +/- t_{(1 + level) / 2, n - 1} * sd(d) / sqrt(n)``
+
+    over the n seeds (scipy.stats.t), with a note: "paired t over n seeds", or, for one seed,
+    ``ONE_SEED`` and lo = hi = NaN (one seed shows no training-seed variance: exploratory)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rows = []
+    for (policy, ref, statistic), t in per_seed.groupby(
+        ["policy", "reference", "statistic"], sort=False
+    ):
+        d = t["difference"].to_numpy(dtype=float)
+        n = len(d)
+        sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+        half = stats.t.ppf((1 + level) / 2, n - 1) * sd / np.sqrt(n) if n > 1 else float("nan")
+        rows.append(
+            {
+                "policy": policy,
+                "reference": ref,
+                "statistic": statistic,
+                "unit": t["unit"].iloc[0],
+                "seeds": n,
+                "value": float(t["value"].mean()),
+                "reference_value": float(t["reference_value"].mean()),
+                "mean": float(d.mean()),
+                "sd": sd,
+                "lo": float(d.mean() - half),
+                "hi": float(d.mean() + half),
+                "note": ONE_SEED if n == 1 else f"paired t over {n} seeds",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def paired_differences(
+    problems: pd.DataFrame,
+    reference: str | Sequence[str | tuple[str, str]],
+    profile: Profile,
+    statistics: Sequence[Statistic] = (PASS_AT_1, PASS_AT_MAX),
+    policies: Sequence[str] | None = None,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """Each arm minus ``reference`` on the same seeds and problems, over seeds:
+    ``difference_intervals`` of ``paired_seed_differences`` (which says how each seed's
+    difference is computed, and refuses a reference without the arm's seeds)."""
+    per_seed = paired_seed_differences(problems, reference, profile, statistics, policies)
+    return difference_intervals(per_seed, level)
+
+
+def paired_table(differences: pd.DataFrame) -> pd.DataFrame:
+    """``difference_intervals``' rows as a readable table: one row per "arm - reference", a
+    column per statistic with "arm - reference = difference [95% interval]" in the statistic's
+    unit (no interval for one seed), then the seeds and the note."""
+
+    def cell(row: Any) -> str:
+        a, b = (number(row[c], row["unit"]) for c in ("value", "reference_value"))
+        d = number(row["mean"], row["unit"], signed=True)
+        lo, hi = (number(row[c], row["unit"], signed=True) for c in ("lo", "hi"))
+        interval = "" if np.isnan(row["lo"]) else f" [{lo}, {hi}]"
+        return f"{a} - {b} = {d}{interval}"
+
+    table = differences.assign(
+        pair=differences["policy"] + " - " + differences["reference"],
+        cell=differences.apply(cell, axis=1),
+    )
+    order = list(dict.fromkeys(table["pair"]))
+    wide = table.pivot(index="pair", columns="statistic", values="cell")
+    wide = wide.loc[order, list(dict.fromkeys(table["statistic"]))]
+    first = table.drop_duplicates("pair").set_index("pair").loc[order]
+    wide = wide.assign(seeds=first["seeds"], note=first["note"])
+    wide.index.name = "arm - reference"
+    wide.columns.name = None
+    return wide
