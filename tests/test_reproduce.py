@@ -26,6 +26,9 @@ def test_planned_work_is_each_run_once_with_all_its_benchmarks():
     assert set(grpo0[2]) == set(id_benchmarks) | set(ood)  # main results, OOD and ablations
 
 
+ABLATION_CUTS = (("random", "weak"), ("entropy", "same_family"), ("entropy", "weak"))
+
+
 def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
     stages = {}
     monkeypatch.setattr(
@@ -33,14 +36,15 @@ def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
     )
     cpu = get_profile("cpu")
     reproduce.prepare(cpu, 2)
-    assert list(stages) == ["policies", "weak prefixes", "runs"]
+    assert list(stages) == ["policies", "weak prefixes", "runs", "premise"]
     specs = {args[0] for _, *args in stages["policies"]}
     assert {cpu.base, cpu.weak, *cpu.other_policies, prefix_source(cpu, "same_family")} == specs
     prefixes = {tuple(args[1:]) for _, *args in stages["weak prefixes"]}
     main = {(seed, "entropy", "weak") for seed in cpu.seeds}
-    ablations = {(0, "random", "weak"), (0, "entropy", "same_family")}
+    ablations = {(s, cut, source) for s in cpu.ablation_seeds for cut, source in ABLATION_CUTS}
     assert prefixes == main | ablations
     assert len(stages["runs"]) == len(experiments.planned_work("cpu"))
+    assert [args[1] for _, *args in stages["premise"]] == list(cpu.seeds)
 
 
 def _square(x: int) -> str:

@@ -26,9 +26,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.noise import NoiseConfig, check_sigma, perturbed, target_parameters
+from psnlib.replication.experiments import main_benchmark
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.profiles import Profile, get_profile
-from psnlib.replication.regime import main_benchmark
 from psnlib.replication.runs import train_policy
 from psnlib.sampling import Samples, sample_prompts
 from psnlib.tasks import load_benchmark

@@ -138,6 +138,11 @@ def benchmarks_of(profile: Profile, kind: str) -> tuple[str, ...]:
     return tuple(b for b in profile.benchmarks if benchmark_kind(b) == kind)
 
 
+def main_benchmark(profile: Profile) -> str:
+    """The profile's main benchmark: the first ablation benchmark (countdown-l3 on the testbed)."""
+    return profile.ablation_benchmarks[0]
+
+
 def _ablation(name: str, p: Profile, *variants: Variant, seeds: tuple[int, ...] = ()) -> Plan:
     """GRPO, PSN fixed and ``variants`` on the ablation benchmarks, at ``seeds`` (default: the
     ablation seeds)."""

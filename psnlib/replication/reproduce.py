@@ -15,8 +15,10 @@ re-run notebook only computes what is missing.
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
 training sets, then every planned RL run with its evaluations
-(``psnlib.replication.experiments.planned_work``). Tiny models gain little from a second thread, so
-on 2 cores two runs at once finish about twice as fast as one after the other. Wall times of each
+(``psnlib.replication.experiments.planned_work``), then the premise's evaluations of each GRPO
+checkpoint (``psnlib.replication.premise``: noise against temperature at equal pass@1, one task
+per seed). Tiny models gain little from a second thread, so on 2 cores two runs at once finish
+about twice as fast as one after the other. Wall times of each
 stage and notebook are printed and appended to this reproduction's log,
 ``runs/<profile>/reproduce_timing.json`` (kept across interruptions, so its tasks add up to a run
 from scratch), which is copied to ``figures/<profile>/`` after each entry.
@@ -60,6 +62,7 @@ from psnlib.replication.experiments import planned_runs, planned_work
 from psnlib.replication.paths import ROOT
 from psnlib.replication.paths import figures_dir as default_figures
 from psnlib.replication.prefixes import prefix_source, prefix_train_set
+from psnlib.replication.premise import premise, premise_at_seed
 from psnlib.replication.pretrain import build_policy, policy_dir, policy_meta
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.replication.runs import rl_settings
@@ -211,6 +214,11 @@ def _train_and_evaluate(
     return f"{variant.label} seed {seed} ({len(benchmarks)} benchmarks)"
 
 
+def _premise(profile: Profile, seed: int) -> str:
+    premise_at_seed(profile, seed)
+    return f"premise seed {seed}"
+
+
 def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float]:
     """Run one task on one torch thread: its name, wall seconds and CPU seconds."""
     torch.set_num_threads(1)
@@ -243,8 +251,8 @@ def _run_all(
 
 
 def prepare(profile: Profile, workers: int, record: Callable[[dict], None] | None = None) -> None:
-    """Build, train and evaluate everything the notebooks load, ``workers`` at a time; each
-    task's time is passed to ``record``."""
+    """Build, train and evaluate everything the notebooks load, ``workers`` at a time, stage by
+    stage (policies, weak prefixes, runs, premise); each task's time is passed to ``record``."""
     work = planned_work(profile)
     specs = {profile.base, profile.weak, *(v.profile(profile).base for v, _, _ in work)}
     prefixes = set()
@@ -258,6 +266,8 @@ def prepare(profile: Profile, workers: int, record: Callable[[dict], None] | Non
     _run_all("weak prefixes", prefix_tasks, workers, record)
     work = sorted(work, key=lambda item: -len(item[2]))  # most benchmarks first: a short tail
     _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, record)
+    seeds = premise(profile).seeds  # their GRPO runs are trained above (rl_narrows_coverage)
+    _run_all("premise", [(_premise, profile, seed) for seed in seeds], workers, record)
 
 
 def measured_compute(profile: Profile) -> pd.DataFrame:

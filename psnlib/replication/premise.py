@@ -1,0 +1,589 @@
+"""The papers' premise, powered: sampling-time parameter noise reaches more problems than a raised
+temperature at the same pass@1, tested on every GRPO checkpoint of the main seeds.
+
+Per checkpoint (the plain GRPO run of one seed; nothing new is trained) on the main benchmark,
+``eval_problems`` problems x ``eval_samples`` samples:
+
+1. **Noise.** Sampled at the profile's ``eval_temperature`` under MLP noise of the PSN fixed arm's
+   ``psn_sigma``, ``W~ = W + sigma * eps``, drawn afresh for each checkpoint (``noise_seed``: its
+   training seed). The samples come in ``D = gcd(DRAWS, eval_samples)`` *pooled draws* (4 at
+   cpu, as ``regime.premise_check`` and docs/regime.md's probe): draw d (``eps`` of noise index
+   d) writes ``eval_samples / D`` samples of every problem with the sampling stream ``EVAL_SEED
+   + d``. The papers' reading, one brain per trajectory, does not fit the budget of about a
+   minute per checkpoint: on a cpu GRPO checkpoint (one thread, 100 problems x 256 samples, a
+   loaded machine) sampling took 11 CPU s in one draw, 17 s in 4, 24 s in 8 (the decoder shares
+   a prompt's common prefixes only within a draw) and 96 s with a draw per sample
+   (``perturbed_rows``). Fewer brains can only narrow what the noise reaches, so pooled draws
+   make the test conservative for the noise. A whole checkpoint (steps 1-3) took 62 CPU s there:
+   22 s noise, 16 s search (4 estimates), 24 s temperature.
+2. **The matched temperature** (``match_temperature``): the T whose clean pass@1 on the same
+   problems equals the noisy pass@1 ``p*``. Cheap estimates ``f(T)``, the clean pass@1 from
+   ``eval_samples / SEARCH_SHARE`` samples per problem (one stream, ``EVAL_SEED``, the same at
+   every T), bracket it: from ``T0 = eval_temperature`` upwards if ``f(T0) > p*`` (noise lowers
+   pass@1, the usual case), else downwards, in steps ``STEP``, ``2 STEP``, ``4 STEP``, ... up to
+   ``T_HI`` (down to ``T_LO``), until ``f`` crosses ``p*``; ``ITERATIONS`` bisection steps
+   halve that bracket and T is where the chord between its ends crosses ``p*``. Where ``f``
+   does not cross ``p*`` up to the bound, no temperature in ``[T_LO, T_HI]`` matches: the
+   checkpoint is compared at the visited T whose ``f`` is nearest ``p*`` and its ``matched``
+   row says ``False`` (with the pass@1 gap).
+3. **Temperature.** One full evaluation at T, clean weights, in the same D groups with the same
+   streams as the noise (common random numbers: sample j of group d of a problem draws the same
+   uniforms in both, so the two differ only by what changes the next-token distributions).
+
+Each sample is judged exactly (Countdown's verifier; ``math_reward`` on a real benchmark), and
+only what the premise reads is kept per problem: ``n``, ``correct``, mean token entropy and length
+(``psnlib.evaluate``'s pairwise diversity, a fifth of the CPU of an evaluation in 32 draws as
+profiled there, is left out). The sampler is psnlib's decoder (no vLLM engine).
+
+``premise(profile)`` is the experiment's plan; its ``run`` returns the tables the claims read
+(``problems``: per policy, seed and problem ``n`` and ``correct``; ``psnlib.replication.
+claim_stats``) and ``matched``, one row per seed. ``premise_at_seed`` computes one checkpoint's
+evaluations (``python -m psnlib.replication.reproduce`` runs one task per seed) and keeps them in
+the result store under ``data/results/<profile>/premise-<run>-<hash>/`` (``premise_config``:
+every setting that changes them), one part per step, each written atomically: a finished
+checkpoint is loaded in seconds, a killed one resumes at its first missing part.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pandas as pd
+from datasets import Dataset
+from scipy import stats
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from psnlib.io import data_dir
+from psnlib.metrics import bootstrap_ci, pass_at_k
+from psnlib.noise import NoiseConfig, perturbed
+from psnlib.replication.evaluation import EVAL_VERSION
+from psnlib.replication.experiments import GRPO, Plan, check_seeds, main_benchmark
+from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.store import ResultStore, weights_fingerprint
+from psnlib.replication.summaries import summarize, with_average
+from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
+from psnlib.response_metrics import mean_token_entropy
+from psnlib.sampling import decode, sample_prompts
+from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
+from psnlib.tasks.countdown import Problem, verify
+
+SAMPLING_NOISE = Variant("GRPO, sampled under noise", "grpo")
+MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", "grpo")
+
+DRAWS = 4  # noise draws per evaluation: D = gcd(DRAWS, eval_samples)
+SEARCH_SHARE = 8  # the search's cheap estimates take eval_samples / SEARCH_SHARE samples
+T_LO, T_HI = 0.5, 2.0  # the searched temperatures
+STEP = 0.25  # the search's first step from T0; each further one doubles
+ITERATIONS = 2  # bisection steps: a first bracket of width STEP narrowed to STEP / 4
+NOISE_STEP = -1  # the noise's step index: apart from every training step's draws (0, 1, ...)
+VERSION = 1  # bump when stored premise results change
+PARTS = ("noise", "match", "temperature")  # the stored steps of one checkpoint, in order
+
+
+@dataclass(frozen=True)
+class Match:
+    """The matched temperature of ``match_temperature``: ``temperature``, whether its pass@1
+    equals the target (``matched``; False: the visited T nearest it), and every cheap
+    estimate made, in order (``trace``: (T, pass@1))."""
+
+    temperature: float
+    matched: bool
+    trace: tuple[tuple[float, float], ...]
+
+
+def match_temperature(
+    pass1: Callable[[float], float],
+    target: float,
+    start: float = 1.0,
+    bounds: tuple[float, float] = (T_LO, T_HI),
+    step: float = STEP,
+    iterations: int = ITERATIONS,
+) -> Match:
+    """The temperature T in ``bounds`` with ``pass1(T) = target`` (the module's rule, step 2).
+
+    ``pass1(T)``: the clean pass@1 at T, assumed continuous (not necessarily monotone). From
+    ``start`` the search walks towards ``hi`` if ``pass1(start) > target`` (raising T lowers
+    pass@1), else towards ``lo``, to ``start +/- step``, ``+/- 2 step``, ``+/- 4 step``, ...
+    (the last clipped to the bound) until ``pass1 - target`` changes sign; ``iterations``
+    bisection steps halve that bracket, keeping its ends on either side of ``target``, and T is
+    where the chord between its ends crosses ``target`` (exact for a linear ``pass1``). Where the
+    sign never changes up to the bound, no temperature in ``bounds`` matches: ``matched`` is
+    False and T is the visited temperature whose pass@1 is nearest ``target``.
+    """
+    if not (isinstance(target, int | float) and 0 <= target <= 1):
+        raise ValueError(f"target must be a pass@1 in [0, 1], got {target!r}")
+    lo, hi = bounds
+    if not 0 < lo < hi < math.inf or not lo <= start <= hi:
+        raise ValueError(
+            f"bounds must be 0 < lo < hi (finite) with lo <= start <= hi; got bounds {bounds}, "
+            f"start {start}"
+        )
+    if not 0 < step < math.inf:
+        raise ValueError(f"step must be a finite number > 0, got {step!r}")
+    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0:
+        raise ValueError(f"iterations must be an integer >= 0, got {iterations!r}")
+    trace: list[tuple[float, float]] = []
+
+    def gap(t: float) -> float:  # pass1(t) - target, recorded
+        trace.append((t, float(pass1(t))))
+        return trace[-1][1] - target
+
+    a, g_a = start, gap(start)
+    if g_a == 0:
+        return Match(start, True, tuple(trace))
+    end, width = (hi if g_a > 0 else lo), step
+    b, g_b = a, g_a
+    while g_a * g_b > 0 and b != end:  # walk until the sign changes
+        a, g_a = b, g_b
+        b = min(start + width, hi) if end == hi else max(start - width, lo)
+        g_b, width = gap(b), 2 * width
+    if g_a * g_b > 0:
+        nearest = min(trace, key=lambda point: abs(point[1] - target))[0]
+        return Match(nearest, False, tuple(trace))
+    for _ in range(iterations):
+        if g_a == 0 or g_b == 0:
+            break
+        mid = (a + b) / 2
+        g_mid = gap(mid)
+        if g_a * g_mid <= 0:
+            b, g_b = mid, g_mid
+        else:
+            a, g_a = mid, g_mid
+    t = a if g_a == g_b else a + (b - a) * g_a / (g_a - g_b)  # where the chord crosses 0
+    return Match(float(t), True, tuple(trace))
+
+
+def draws_for(profile: Profile) -> int:
+    """Noise draws of the premise's evaluations at ``profile``: ``gcd(DRAWS, eval_samples)``,
+    each writing the same number of samples."""
+    return math.gcd(DRAWS, profile.eval_samples)
+
+
+def pool_draws(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """One per-problem table from the tables of several draws (the same problems in the same
+    order): ``n`` and ``correct`` summed, a column equal in every draw kept (``prompt``), another
+    numeric column the mean of the draws' values (``entropy``, ``length``: means of equal-sized
+    draws' means), any other dropped."""
+    if not tables:
+        raise ValueError("pool_draws needs the table of at least one draw")
+    first = tables[0]
+    if any(len(t) != len(first) or list(t.columns) != list(first.columns) for t in tables):
+        raise ValueError("every draw's table must hold the same problems and columns")
+    pooled = {}
+    for column in first.columns:
+        values = [t[column] for t in tables]
+        if column in ("n", "correct"):
+            pooled[column] = sum(v.to_numpy() for v in values)  # (P,)
+        elif all(v.equals(first[column]) for v in values):
+            pooled[column] = first[column].to_numpy()
+        elif pd.api.types.is_numeric_dtype(first[column]):
+            pooled[column] = pd.concat(values, axis=1).mean(axis=1).to_numpy()  # (P,)
+    return pd.DataFrame(pooled)
+
+
+def problems_of(benchmark: str, problems: int) -> Dataset:
+    """The problems every evaluation samples: the first ``problems`` of ``benchmark`` at
+    ``EVAL_SEED`` (a Countdown split or a real benchmark; 0: all of a real one)."""
+    load = load_real_benchmark if benchmark in REAL_BENCHMARKS else load_benchmark
+    return load(benchmark, problems, seed=EVAL_SEED)
+
+
+def judge(benchmark: str, dataset: Dataset, texts: list[list[str]]) -> list[int]:
+    """Correct completions per problem: ``texts[i]`` are problem i's, judged by Countdown's exact
+    verifier or, on a real benchmark, by ``math_reward`` against the problem's answer."""
+    counts = []
+    for row, ts in zip(dataset, texts, strict=True):
+        if benchmark in REAL_BENCHMARKS:
+            kinds = [row["answer_type"]] * len(ts)
+            rewards = math_reward(ts, [row["answer"]] * len(ts), answer_type=kinds)
+        else:
+            problem = Problem(tuple(row["numbers"]), row["target"])
+            rewards = [verify(problem, t).correct for t in ts]
+        counts.append(int(sum(rewards)))
+    return counts
+
+
+def sample_problems(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    benchmark: str,
+    *,
+    samples: int,
+    draws: int,
+    temperature: float,
+    sigma: float,
+    noise_seed: int,
+    max_new_tokens: int,
+    seed: int = EVAL_SEED,
+) -> pd.DataFrame:
+    """``samples`` completions of every problem of ``dataset``, judged (``judge``), in ``draws``
+    groups: group d holds ``samples / draws`` samples drawn at ``temperature`` with the stream
+    ``seed + d`` under MLP noise draw d of ``sigma`` (noise index d, ``NOISE_STEP``,
+    ``noise_seed``; sigma 0: the clean weights, the same streams). Returns ``pool_draws`` of the
+    groups' tables: per problem prompt, n, correct, entropy (mean token entropy) and length (mean
+    completion tokens)."""
+    if draws < 1 or samples % draws:
+        raise ValueError(f"draws must be >= 1 and divide samples ({samples}), got {draws}")
+    prompts, n = list(dataset["prompt"]), samples // draws
+    noise = NoiseConfig(sigma=sigma, targets="mlp", seed=noise_seed)
+    tables = []
+    for d in range(draws):
+        with perturbed(model, noise, step=NOISE_STEP, index=d):
+            drawn = sample_prompts(
+                model,
+                tokenizer,
+                prompts,
+                n,
+                temperature=temperature,
+                max_new_tokens=max_new_tokens,
+                seed=seed + d,
+                with_stats=True,
+                progress=False,
+            )  # (P, n, L)
+        table = {
+            "prompt": prompts,
+            "n": n,
+            "correct": judge(benchmark, dataset, decode(tokenizer, drawn)),
+        }
+        table["entropy"] = mean_token_entropy(drawn.entropies, drawn.lengths)  # (P,)
+        table["length"] = drawn.lengths.double().mean(-1).numpy()  # (P,)
+        tables.append(pd.DataFrame(table))
+    return pool_draws(tables)
+
+
+def pass1(problems: pd.DataFrame) -> float:
+    """Mean over problems of ``correct / n``: the unbiased pass@1."""
+    return float((problems["correct"] / problems["n"]).mean())
+
+
+def pass1_at_temperatures(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    profile: Profile,
+    benchmark: str,
+    temperatures: tuple[float, ...],
+    samples: int = 64,
+) -> pd.DataFrame:
+    """pass@1 of ``model`` (clean weights) on ``benchmark`` (the profile's ``eval_problems``
+    problems) at each temperature, from ``samples`` samples per problem drawn with one stream
+    (``EVAL_SEED``, the same at every T): temperature, samples, pass@1 and its 95% bootstrap
+    interval over problems (lo, hi)."""
+    if not temperatures or any(not 0 < t < math.inf for t in temperatures):
+        raise ValueError(f"temperatures must be finite numbers > 0, got {temperatures!r}")
+    dataset = problems_of(benchmark, profile.eval_problems)
+    rows = []
+    for t in temperatures:
+        table = sample_problems(
+            model,
+            tokenizer,
+            dataset,
+            benchmark,
+            samples=samples,
+            draws=1,
+            temperature=t,
+            sigma=0.0,
+            noise_seed=0,
+            max_new_tokens=profile.max_completion_length,
+        )
+        curve = bootstrap_ci(samples, table["correct"].to_numpy(), [1], seed=EVAL_SEED)
+        rows.append({"temperature": t, "samples": samples, **curve.iloc[0].drop("k").to_dict()})
+    return pd.DataFrame(rows).rename(columns={"pass_at_k": "pass@1"})
+
+
+@dataclass(frozen=True)
+class PremisePlan(Plan):
+    """The ``Plan`` of the premise (the module's docstring): ``SAMPLING_NOISE`` and
+    ``MATCHED_TEMPERATURE``, both the GRPO run of each seed, on the main benchmark; ``run``
+    evaluates them as the premise does (not through ``variants.compare``)."""
+
+    sigma: float = 0.0  # the noise's sigma: the profile's psn_sigma
+    draws: int = 1  # noise draws per evaluation (draws_for)
+    search_samples: int = 1  # samples per problem of the search's cheap estimates
+
+    def arms(self) -> pd.DataFrame:
+        """The two policies and how each is sampled (both: the plain GRPO run)."""
+        p, n = self.profile, self.profile.eval_samples
+        noise = (
+            f"the GRPO run at T={p.eval_temperature:g} under MLP noise sigma={self.sigma:g} "
+            f"({self.draws} draws x {n // self.draws} samples)"
+        )
+        temperature = "the GRPO run, clean weights, at the T whose pass@1 equals the noise's"
+        rows = [(SAMPLING_NOISE.label, noise), (MATCHED_TEMPERATURE.label, temperature)]
+        table = pd.DataFrame(rows, columns=["policy", "sampling"]).assign(seeds=len(self.seeds))
+        return table.set_index("policy")
+
+    def pending(self, seeds: tuple[int, ...] | None = None) -> pd.DataFrame:
+        """One row per seed with something left to compute: seed, run, ``train`` (the GRPO run
+        is not cached) and ``premise`` (its premise evaluations are not all stored)."""
+        rows = []
+        for seed in check_seeds(seeds) or self.seeds:
+            run = GRPO.run_key(self.profile, seed)
+            trained = GRPO.run_path(self.profile, seed).exists()
+            stored = _stored(self.profile, run, premise_config(self.profile, run, ""))
+            if not trained or not stored:
+                rows.append({"seed": seed, "run": run, "train": not trained, "premise": not stored})
+        return pd.DataFrame(rows, columns=["seed", "run", "train", "premise"])
+
+    def announcement(self, seeds: tuple[int, ...] | None = None) -> str:
+        """One line: how many GRPO runs are to train and how many checkpoints to evaluate."""
+        todo, total = self.pending(seeds), len(check_seeds(seeds) or self.seeds)
+        if todo.empty:
+            return f"[psnlib] {self.name}: all {total} checkpoints' evaluations are cached"
+        return (
+            f"[psnlib] {self.name}: {int(todo['train'].sum())} of {total} GRPO runs to train, "
+            f"{int(todo['premise'].sum())} checkpoints to evaluate (noise, search, temperature)"
+        )
+
+    def run(
+        self, seeds: tuple[int, ...] | None = None, progress: bool = True
+    ) -> dict[str, pd.DataFrame]:
+        """Every checkpoint at ``seeds`` (default: the plan's; ``check_seeds``) evaluated under
+        noise and at its matched temperature (``premise_at_seed``; cached).
+
+        Returns ``problems`` (per policy, seed and problem: ``pool_draws``' columns, with
+        ``sigma`` and ``temperature``), ``curves`` (per policy, seed and k: pass_at_k and its
+        bootstrap interval over problems, lo / hi), ``summary`` (``summaries.summarize``),
+        ``logs`` (empty: nothing is trained here), ``matched`` (one row per seed) and
+        ``search`` (every cheap estimate of the temperature search: seed, temperature, pass@1).
+        """
+        seeds = check_seeds(seeds) or self.seeds  # before any work
+        if progress:
+            print(self.announcement(seeds), flush=True)
+        out: dict[str, list[pd.DataFrame]] = {"problems": [], "matched": [], "search": []}
+        for seed in tqdm(seeds, desc="checkpoints", unit="seed", disable=not progress):
+            tables = premise_at_seed(self.profile, seed)
+            for name, table in tables.items():
+                out[name].append(table)
+        results = {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}
+        results["curves"] = curves(results["problems"], self.profile.ks)
+        results["summary"] = summarize(with_average(results["curves"]))
+        results["logs"] = pd.DataFrame()
+        return results
+
+
+def premise(profile: str | Profile) -> PremisePlan:
+    """The premise at ``profile`` (a ``Profile`` or its name): noise against temperature at
+    equal pass@1 on the GRPO run of every main seed, on the main benchmark (notebook 01b)."""
+
+    p = get_profile(profile)
+    search = p.eval_samples // SEARCH_SHARE
+    if search < 1:
+        raise ValueError(
+            f"profile {p.name!r}: eval_samples must be >= {SEARCH_SHARE} for the temperature "
+            f"search's estimates (eval_samples / {SEARCH_SHARE}), got {p.eval_samples}"
+        )
+    if not T_LO <= p.eval_temperature <= T_HI:
+        raise ValueError(
+            f"profile {p.name!r}: eval_temperature must lie in the searched [{T_LO}, {T_HI}], "
+            f"got {p.eval_temperature}"
+        )
+    variants = [SAMPLING_NOISE, MATCHED_TEMPERATURE]
+    return PremisePlan(
+        "premise",
+        p,
+        variants,
+        p.seeds,
+        (main_benchmark(p),),
+        sigma=p.psn_sigma,
+        draws=draws_for(p),
+        search_samples=search,
+    )
+
+
+def premise_config(profile: Profile, run_key: str, weights: str) -> dict[str, Any]:
+    """Everything that determines one checkpoint's premise results (the store key covers it):
+    the run and a ``weights`` fingerprint, the benchmark and sizes, the noise and the rule."""
+    plan = premise(profile)
+    return {
+        "run": run_key,
+        "weights": weights,
+        "benchmark": plan.benchmarks[0],
+        "problems": profile.eval_problems,
+        "samples": profile.eval_samples,
+        "temperature": profile.eval_temperature,
+        "max_new_tokens": profile.max_completion_length,
+        "sigma": plan.sigma,
+        "noise": {"targets": "mlp", "draws": plan.draws, "step": NOISE_STEP},
+        "rule": {
+            "bounds": [T_LO, T_HI],
+            "step": STEP,
+            "iterations": ITERATIONS,
+            "search_samples": plan.search_samples,
+        },
+        "seed": EVAL_SEED,
+        "version": [VERSION, EVAL_VERSION],
+    }
+
+
+def _stored(profile: Profile, run_key: str, config: dict[str, Any]) -> bool:
+    """Whether a store of ``run_key`` with ``config`` (any weights) holds every part."""
+    root = data_dir() / "results" / profile.name
+    for path in root.glob(f"premise-{run_key}-*/config.json"):
+        stored = json.loads(path.read_text())
+        same = {k: v for k, v in stored.items() if k != "weights"} == {
+            k: v for k, v in json.loads(json.dumps(config)).items() if k != "weights"
+        }
+        if same and all((path.parent / f"{part}.json").exists() for part in PARTS):
+            return True
+    return False
+
+
+def _timed(compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """``compute()``'s tables plus ``time``: its wall and CPU seconds (this process)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    tables = compute()
+    seconds = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
+    return tables | {"time": pd.DataFrame([seconds])}
+
+
+def premise_at_seed(profile: str | Profile, seed: int) -> dict[str, pd.DataFrame]:
+    """One checkpoint's premise (the module's steps 1-3), loaded where stored.
+
+    Returns ``problems`` (both policies' per-problem tables), ``matched`` (one row: sigma,
+    draws, the matched temperature, whether it matched, pass@1 and pass@max of each policy,
+    the pass@1 gap temperature - noise, the wall and CPU seconds its parts took to compute and
+    a note where no temperature matched) and ``search`` (the search's cheap estimates).
+    """
+    (seed,) = check_seeds([seed])  # an integer >= 0, or a ValueError naming it
+    plan = premise(profile)
+    p, benchmark = plan.profile, plan.benchmarks[0]
+    model, tokenizer, _ = load_variant(p, GRPO, seed)
+    run = GRPO.run_key(p, seed)
+    store = ResultStore.for_run(
+        p.name, f"premise-{run}", premise_config(p, run, weights_fingerprint(model))
+    )
+    dataset = problems_of(benchmark, p.eval_problems)
+    draw = partial(
+        sample_problems,
+        model,
+        tokenizer,
+        dataset,
+        benchmark,
+        max_new_tokens=p.max_completion_length,
+        noise_seed=seed,
+    )
+
+    def full(temperature: float, sigma: float) -> pd.DataFrame:  # (P, ...) per problem
+        return draw(samples=p.eval_samples, draws=plan.draws, temperature=temperature, sigma=sigma)
+
+    def cheap(temperature: float) -> float:  # the search's estimate of the clean pass@1
+        return pass1(draw(samples=plan.search_samples, draws=1, temperature=temperature, sigma=0.0))
+
+    noise = store.cached(
+        "noise", lambda: _timed(lambda: {"problems": full(p.eval_temperature, plan.sigma)})
+    )
+    target = pass1(noise["problems"])
+
+    def search() -> dict[str, pd.DataFrame]:
+        found = match_temperature(cheap, target, start=p.eval_temperature)
+        trace = pd.DataFrame(found.trace, columns=["temperature", "pass@1"])
+        result = pd.DataFrame([{"temperature": found.temperature, "matched": found.matched}])
+        return {"search": trace, "result": result}
+
+    match = store.cached("match", lambda: _timed(search))
+    T = float(match["result"]["temperature"].iloc[0])
+    hot = store.load("temperature")
+    if hot is None or hot["result"]["temperature"].iloc[0] != T:  # stored at another T: again
+        hot = _timed(lambda: {"problems": full(T, 0.0), "result": match["result"]})
+        store.save("temperature", hot)
+    return _seed_tables(plan, seed, run, noise, match, hot)
+
+
+def _seed_tables(
+    plan: PremisePlan,
+    seed: int,
+    run: str,
+    noise: dict[str, pd.DataFrame],
+    match: dict[str, pd.DataFrame],
+    hot: dict[str, pd.DataFrame],
+) -> dict[str, pd.DataFrame]:
+    """``premise_at_seed``'s tables from its three stored parts."""
+    p, K = plan.profile, plan.profile.ks[-1]
+    T = float(match["result"]["temperature"].iloc[0])
+    matched = bool(match["result"]["matched"].iloc[0])
+    row: dict[str, Any] = {"seed": seed, "run": run, "sigma": plan.sigma, "draws": plan.draws}
+    row |= {"temperature": T, "matched": matched}
+    problems = []
+    arms = (
+        ("noise", SAMPLING_NOISE, noise, plan.sigma, p.eval_temperature),
+        ("temperature", MATCHED_TEMPERATURE, hot, 0.0, T),
+    )
+    for who, variant, tables, sigma, temperature in arms:
+        table = tables["problems"].assign(sigma=sigma, temperature=temperature)
+        front = pd.DataFrame(
+            {"policy": variant.label, "seed": seed, "benchmark": plan.benchmarks[0]},
+            index=table.index,
+        )
+        problems.append(pd.concat([front, table], axis=1))
+        n, c = table["n"].to_numpy(), table["correct"].to_numpy()  # (P,)
+        row[f"{who} pass@1"] = float(pass_at_k(n, c, 1).mean())
+        row[f"{who} pass@{K}"] = float(pass_at_k(n, c, K).mean())
+    row["pass@1 gap"] = row["temperature pass@1"] - row["noise pass@1"]
+    row["search evaluations"] = len(match["search"])
+    for unit in ("seconds", "cpu_seconds"):  # of computing the three parts, where they were
+        row[unit] = float(sum(part["time"][unit].iloc[0] for part in (noise, match, hot)))
+    row["note"] = (
+        ""
+        if matched
+        else (
+            f"no T in [{T_LO:g}, {T_HI:g}] has the noise's pass@1: compared at T={T:g}, the "
+            "searched T whose pass@1 is nearest"
+        )
+    )
+    return {
+        "problems": pd.concat(problems, ignore_index=True),
+        "matched": pd.DataFrame([row]),
+        "search": match["search"].assign(seed=seed)[["seed", "temperature", "pass@1"]],
+    }
+
+
+def paired_interval(matched: pd.DataFrame, profile: Profile, level: float = 0.95) -> pd.DataFrame:
+    """Noise minus temperature over the seeds of ``matched`` (``run``'s table, one row per
+    seed), in points: per statistic (pass@1, pass@K at the profile's largest K) and set of seeds
+    (every seed, as the claim reads them; those whose temperature matched), the seeds' mean of
+    each policy, the mean paired difference ``d_s = noise_s - temperature_s``, its SD over the S
+    seeds and the paired-t interval ``mean(d) +/- t_{(1 + level) / 2, S - 1} sd(d) / sqrt(S)``
+    (``scipy.stats.t``; NaN with fewer than two seeds)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    rows = []
+    for statistic in ("pass@1", f"pass@{profile.ks[-1]}"):
+        for which, table in (("all", matched), ("matched", matched[matched["matched"]])):
+            a, b = (
+                100 * table[f"{who} {statistic}"].to_numpy() for who in ("noise", "temperature")
+            )
+            d = a - b  # (S,) points
+            S = len(d)
+            sd = float(d.std(ddof=1)) if S > 1 else math.nan
+            half = stats.t.ppf((1 + level) / 2, S - 1) * sd / math.sqrt(S) if S > 1 else math.nan
+            mean = float(d.mean()) if S else math.nan
+            rows.append(
+                {"statistic": statistic, "seeds": which, "S": S}
+                | {"noise": float(a.mean()) if S else math.nan}
+                | {"temperature": float(b.mean()) if S else math.nan}
+                | {"difference": mean, "sd": sd, "lo": mean - half, "hi": mean + half}
+            )
+    return pd.DataFrame(rows)
+
+
+def curves(problems: pd.DataFrame, ks: tuple[int, ...]) -> pd.DataFrame:
+    """Per policy, seed and benchmark of a ``problems`` table, and each k of ``ks``: the mean
+    unbiased pass@k over problems and its 95% bootstrap interval over problems (lo, hi)."""
+    rows = []
+    for (policy, seed, benchmark), table in problems.groupby(
+        ["policy", "seed", "benchmark"], sort=False
+    ):
+        curve = bootstrap_ci(
+            table["n"].to_numpy(), table["correct"].to_numpy(), list(ks), seed=EVAL_SEED
+        )
+        rows.append(curve.assign(policy=policy, seed=seed, benchmark=benchmark))
+    table = pd.concat(rows, ignore_index=True)
+    return table[["policy", "seed", "benchmark", "k", "pass_at_k", "lo", "hi"]]

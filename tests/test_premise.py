@@ -1,0 +1,277 @@
+"""The premise, powered (psnlib.replication.premise): the temperature search, the pooled noise
+draws, the plan's paired tables, its caches, and bad input."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication import premise as premise_module
+from psnlib.replication.claim_stats import PASS_AT_MAX
+from psnlib.replication.experiments import GRPO
+from psnlib.replication.premise import (
+    MATCHED_TEMPERATURE,
+    SAMPLING_NOISE,
+    judge,
+    match_temperature,
+    paired_interval,
+    pass1_at_temperatures,
+    pool_draws,
+    premise,
+    premise_at_seed,
+    sample_problems,
+)
+from psnlib.replication.profiles import get_profile
+from psnlib.replication.regime import main_benchmark
+from psnlib.tasks import load_benchmark
+from psnlib.tasks.countdown import Problem, enumerate_solutions
+
+# The smoke profile with fewer, shorter samples: the premise's own work, in seconds
+SMALL = get_profile("smoke").with_overrides(eval_problems=4, max_completion_length=16)
+
+
+def test_the_search_finds_the_temperature_of_a_monotone_pass1():
+    def falling(t):  # pass@1 falls as T rises, as a sharpened policy's does
+        return 0.12 * math.exp(-1.5 * (t - 1.0))
+
+    for true_t in (1.0, 1.1, 1.37, 1.9):
+        found = match_temperature(falling, falling(true_t), start=1.0, bounds=(0.5, 2.0))
+        assert found.matched and found.temperature == pytest.approx(true_t, abs=5e-3)
+        assert len(found.trace) <= 1 + 3 + 2  # T0, steps to 1.25 / 1.5 / 2, two halvings
+    assert [t for t, _ in match_temperature(falling, falling(1.1)).trace][:2] == [1.0, 1.25]
+    # noise that raises pass@1 above T = 1's is matched below 1
+    found = match_temperature(falling, falling(0.7), start=1.0)
+    assert found.matched and found.temperature == pytest.approx(0.7, abs=5e-3)
+    assert all(t <= 1.0 for t, _ in found.trace)
+    # a linear pass@1 is matched exactly (the chord of the last bracket)
+    found = match_temperature(lambda t: 0.3 - 0.1 * t, 0.3 - 0.1 * 1.234, iterations=2)
+    assert found.temperature == pytest.approx(1.234, abs=1e-12)
+
+
+def test_a_target_no_temperature_reaches_is_reported_unmatched_at_the_nearest():
+    def falling(t):
+        return 0.30 - 0.10 * (t - 1.0)  # 0.35 at T = 0.5, 0.20 at T = 2
+
+    low = match_temperature(falling, 0.05)  # noise far below even T = 2's pass@1
+    assert not low.matched and low.temperature == 2.0
+    assert [t for t, _ in low.trace] == [1.0, 1.25, 1.5, 2.0]  # walked to the bound, no more
+    high = match_temperature(falling, 0.5)
+    assert not high.matched and high.temperature == 0.5
+    assert [t for t, _ in high.trace] == [1.0, 0.75, 0.5]
+    # a policy that never solves matches at the start (equal pass@1, 0), in one estimate
+    zero = match_temperature(lambda t: 0.0, 0.0)
+    assert zero.matched and zero.temperature == 1.0 and len(zero.trace) == 1
+
+
+def test_the_search_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"target must be a pass@1 in \[0, 1\], got 1.5"):
+        match_temperature(lambda t: 0.1, 1.5)
+    with pytest.raises(ValueError, match="bounds must be 0 < lo < hi"):
+        match_temperature(lambda t: 0.1, 0.1, bounds=(2.0, 1.0))
+    with pytest.raises(ValueError, match="lo <= start <= hi"):
+        match_temperature(lambda t: 0.1, 0.1, start=3.0)
+    with pytest.raises(ValueError, match="iterations must be an integer >= 0, got -1"):
+        match_temperature(lambda t: 0.1, 0.1, iterations=-1)
+    with pytest.raises(ValueError, match="step must be a finite number > 0, got 0"):
+        match_temperature(lambda t: 0.1, 0.1, step=0)
+
+
+def test_draws_pool_into_one_row_per_problem():
+    a = pd.DataFrame(
+        {"prompt": ["p", "q"], "n": [2, 2], "correct": [1, 0], "length": [10.0, 20.0]}
+        | {"entropy": [0.5, np.nan], "note": ["x", "y"]}
+    )
+    b = a.assign(correct=[2, 1], length=[30.0, 20.0], entropy=[1.5, 1.0], note=["x", "z"])
+    pooled = pool_draws([a, b])
+    assert list(pooled.columns) == ["prompt", "n", "correct", "length", "entropy"]
+    assert pooled["n"].tolist() == [4, 4] and pooled["correct"].tolist() == [3, 1]
+    assert pooled["length"].tolist() == [20.0, 20.0] and pooled["entropy"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="at least one draw"):
+        pool_draws([])
+    with pytest.raises(ValueError, match="same problems and columns"):
+        pool_draws([a, b.iloc[:1]])
+
+
+def test_samples_are_judged_exactly():
+    dataset = load_benchmark("countdown-l3", 2)
+    numbers, target = dataset[0]["numbers"], dataset[0]["target"]
+    wrong = f"{numbers[0]}+{numbers[1]}={numbers[0] + numbers[1]}"
+    assert judge("countdown-l3", dataset, [[wrong, "", "x"], []]) == [0, 0]
+    solved = enumerate_solutions(Problem(tuple(numbers), target))[0]
+    assert judge("countdown-l3", dataset, [[solved, solved, wrong], []]) == [2, 0]
+
+
+def test_the_plan_compares_two_views_of_the_grpo_run_on_the_main_benchmark():
+    for name in ("smoke", "cpu"):
+        p = get_profile(name)
+        plan = premise(p)
+        assert plan.name == "premise" and plan.seeds == p.seeds
+        assert plan.variants == [SAMPLING_NOISE, MATCHED_TEMPERATURE]
+        assert plan.benchmarks == (main_benchmark(p),) and plan.sigma == p.psn_sigma
+        assert p.eval_samples % plan.draws == 0 and plan.search_samples >= 1
+        for v in plan.variants:  # the GRPO run itself: nothing new trains
+            assert v.run_key(p, 3) == GRPO.run_key(p, 3)
+    assert len(premise("cpu").seeds) == 16 and premise("cpu").draws == 4
+    assert SAMPLING_NOISE.label == "GRPO, sampled under noise"
+    assert MATCHED_TEMPERATURE.label == "GRPO, temperature at equal pass@1"
+    assert list(premise("smoke").arms().index) == [SAMPLING_NOISE.label, MATCHED_TEMPERATURE.label]
+
+
+def test_the_plan_refuses_bad_input():
+    smoke = get_profile("smoke")
+    with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
+        premise(smoke).run(seeds="0,1", progress=False)
+    with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
+        premise(smoke).run(seeds=[0.5], progress=False)
+    with pytest.raises(ValueError, match="eval_samples must be >= 8 .* got 4"):
+        premise(smoke.with_overrides(eval_samples=4, ks=(1, 2, 4)))
+    with pytest.raises(ValueError, match=r"eval_temperature must lie in the searched \[0.5, 2.0\]"):
+        premise(smoke.with_overrides(eval_temperature=3.0))
+    with pytest.raises(ValueError, match="unknown profile 'tiny'"):
+        premise("tiny")
+    with pytest.raises(ValueError, match=r"seeds must be .* got \['0'\]"):
+        premise_at_seed(smoke, "0")
+    tokenizer = build_tokenizer()
+    model = tiny_policy("qwen2", "smoke", tokenizer, seed=0)
+    dataset = load_benchmark("countdown-l3", 2)
+    with pytest.raises(ValueError, match=r"draws must be >= 1 and divide samples \(16\), got 3"):
+        sample_problems(
+            model,
+            tokenizer,
+            dataset,
+            "countdown-l3",
+            samples=16,
+            draws=3,
+            temperature=1.0,
+            sigma=0.0,
+            noise_seed=0,
+            max_new_tokens=8,
+        )
+
+
+def test_the_paired_interval_is_a_t_interval_over_seeds():
+    K = SMALL.ks[-1]
+    matched = pd.DataFrame(
+        {
+            "seed": [0, 1, 2],
+            "matched": [True, True, False],
+            "noise pass@1": [0.10, 0.10, 0.10],
+            "temperature pass@1": [0.10, 0.11, 0.14],
+            f"noise pass@{K}": [0.50, 0.60, 0.70],
+            f"temperature pass@{K}": [0.40, 0.50, 0.50],
+        }
+    )
+    table = paired_interval(matched, SMALL).set_index(["statistic", "seeds"])
+    every = table.loc[(f"pass@{K}", "all")]
+    d = np.array([10.0, 10.0, 20.0])  # noise - temperature, points
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert every["S"] == 3 and every["difference"] == pytest.approx(d.mean())
+    assert (every["lo"], every["hi"]) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert every["noise"] == pytest.approx(60.0) and every["temperature"] == pytest.approx(140 / 3)
+    only = table.loc[(f"pass@{K}", "matched")]  # seeds 0 and 1: both +10, no spread
+    assert only["S"] == 2 and only["lo"] == pytest.approx(10.0) == only["hi"]
+    assert table.loc[("pass@1", "all"), "difference"] == pytest.approx(-5 / 3)  # 0, -1, -4
+    one = paired_interval(matched.iloc[:1], SMALL).set_index(["statistic", "seeds"])
+    assert math.isnan(one.loc[(f"pass@{K}", "all"), "lo"])  # one seed: no interval
+    with pytest.raises(ValueError, match=r"level must be in \(0, 1\), got 95"):
+        paired_interval(matched, SMALL, level=95)
+
+
+def test_pass1_is_measured_at_each_temperature(one_thread):
+    tokenizer = build_tokenizer()
+    model = tiny_policy("qwen2", "smoke", tokenizer, seed=0).eval()
+    table = pass1_at_temperatures(model, tokenizer, SMALL, "countdown-l3", (1.0, 0.6), samples=4)
+    assert list(table["temperature"]) == [1.0, 0.6] and (table["samples"] == 4).all()
+    assert ((table["lo"] <= table["pass@1"]) & (table["pass@1"] <= table["hi"])).all()
+    with pytest.raises(ValueError, match="temperatures must be finite numbers > 0, got"):
+        pass1_at_temperatures(model, tokenizer, SMALL, "countdown-l3", (1.0, 0.0))
+
+
+@pytest.fixture
+def untrained(monkeypatch, tmp_path, one_thread):
+    """An empty data directory, and the GRPO checkpoint of each seed replaced by an untrained
+    smoke policy (no SFT, no RL: the premise's own work only)."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
+    tokenizer = build_tokenizer()
+    models = {}
+
+    def load(profile, variant, seed):
+        assert variant == GRPO, variant
+        if seed not in models:
+            models[seed] = tiny_policy("qwen2", "smoke", tokenizer, seed=seed).eval()
+        return models[seed], tokenizer, pd.DataFrame()
+
+    monkeypatch.setattr(premise_module, "load_variant", load)
+    return tmp_path
+
+
+def test_both_policies_are_sampled_on_the_same_problems_and_streams(untrained):
+    smoke = SMALL
+    out = premise(smoke).run(progress=False)
+    problems, matched = out["problems"], out["matched"]
+    assert set(out) >= {"problems", "curves", "logs", "summary", "matched", "search"}
+    keys = ["seed", "benchmark", "prompt"]
+    noise, hot = (problems[problems.policy == v.label] for v in premise(smoke).variants)
+    assert len(noise) == len(smoke.seeds) * smoke.eval_problems
+    assert noise[keys].reset_index(drop=True).equals(hot[keys].reset_index(drop=True))
+    assert (problems["n"] == smoke.eval_samples).all() and set(problems.seed) == set(smoke.seeds)
+    assert set(problems.benchmark) == {main_benchmark(smoke)}
+    assert (noise["sigma"] == smoke.psn_sigma).all() and (hot["sigma"] == 0).all()
+    # the claims' statistic reads both from it: per seed and problem, pass@K of each
+    a, b = (PASS_AT_MAX.problem_values(problems, v.label, smoke) for v in premise(smoke).variants)
+    both = a.merge(b, on=keys, suffixes=("_noise", "_temperature"))
+    assert len(both) == len(a) == len(b) and both["value_noise"].between(0, 1).all()
+    assert list(matched["seed"]) == list(smoke.seeds) and matched["matched"].dtype == bool
+    K = smoke.ks[-1]
+    for column in ("noise pass@1", "temperature pass@1", f"noise pass@{K}", "cpu_seconds"):
+        assert matched[column].notna().all(), column
+    assert set(out["curves"]["k"]) == set(smoke.ks) and out["logs"].empty
+    # the noise is applied: sampled under it, the same streams write other completions
+    # (exactly equal at sigma 0: the next test)
+    assert (noise["entropy"].to_numpy() != hot["entropy"].to_numpy()).all()
+
+
+def test_without_noise_both_policies_draw_identical_samples(untrained):
+    """Common random numbers: at sigma 0 the noise arm is the clean policy, and at the matched
+    temperature (T = 1, both pass@1 0 here) the same streams write the same completions."""
+    clean = SMALL.with_overrides(psn_sigma=0.0)
+    out = premise(clean).run(seeds=(0,), progress=False)
+    assert out["matched"]["temperature"].tolist() == [1.0]
+    noise, hot = (
+        out["problems"][out["problems"].policy == v.label] for v in premise(clean).variants
+    )
+    columns = ["prompt", "n", "correct", "entropy", "length"]
+    assert noise[columns].reset_index(drop=True).equals(hot[columns].reset_index(drop=True))
+
+
+def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkeypatch):
+    smoke = SMALL
+    plan = premise(smoke)
+    assert plan.pending()["premise"].all()
+    first = plan.run(progress=False)
+    assert plan.pending()["premise"].sum() == 0  # every checkpoint's parts are stored
+    assert "0 checkpoints to evaluate" in plan.announcement()  # (the GRPO runs are faked)
+    calls = []
+    real = premise_module.sample_problems
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["temperature"])
+        return real(*args, **kwargs)
+
+    def fail(*args, **kwargs):
+        pytest.fail("evaluated again")
+
+    monkeypatch.setattr(premise_module, "sample_problems", fail)
+    again = plan.run(progress=False)
+    for name in ("problems", "matched", "search", "curves"):
+        pd.testing.assert_frame_equal(again[name], first[name], check_dtype=False)
+    # a run killed before its last part: only that part is computed again
+    (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(smoke, 1)}-*/temperature.json")
+    part.unlink()
+    monkeypatch.setattr(premise_module, "sample_problems", counted)
+    resumed = plan.run(progress=False)
+    assert len(calls) == 1  # the full evaluation at the matched temperature
+    pd.testing.assert_frame_equal(resumed["problems"], first["problems"], check_dtype=False)
