@@ -210,11 +210,15 @@ _SMOKE = Profile(
 #   l3 pass@1 x1.35 over 4 seeds (7.2% -> 9.0-10.8%; 32 prompts: x1.49 over 3 seeds, at twice
 #   the cost) and lowers pass@128 from 98% to 73-90%; over the 16 seeds of `make reproduce`,
 #   x1.27 on l3 (gate 1.3: fails) and the ID-average pass@256 98.9% -> 88.3%.
-# - Power (issue 21): 16 paired seeds for the primary comparisons, 512 samples per problem; the
-#   ablations (and Pass@k training, not a primary claim) at one seed. Sized from the observed
-#   spread: at 10 seeds the PSN fixed - GRPO pass@256 difference had a seed SD of 7.2 points
-#   (95% interval [-9.0, +1.3]); a +/- 4 point interval needs t(n-1) * 7.2 / sqrt(n) <= 4, n >= 16.
-#   At 16 seeds `make reproduce` gave [-2.8, +1.5] (figures/cpu/15_results_claims.csv).
+# - Power (issues 21, 31): 16 paired seeds for the primary comparisons (at 10 seeds the PSN fixed
+#   - GRPO pass@256 difference had a seed SD of 7.2 points; +/- 4 points needs n >= 16; 16 gave
+#   [-2.8, +1.5]); every ablation at 4 paired seeds with its reference arm (one seed read them
+#   against GRPO's worst seed, issue 31); the exploration baselines and the two OOD benchmarks at
+#   8. Evaluation: 100 problems x 256 samples, the OOD benchmarks on 8 of the main seeds, chosen
+#   from the measured variance decomposition (`python benchmarks/power_per_cpu_hour.py`,
+#   docs/performance.md): evaluation noise is 2.5% of the paired pass@256 variance at 512 samples
+#   and 6.7% at 256, while a paired seed costs 32% less CPU: 1.41x the power per CPU-hour of 512
+#   samples on all seven benchmarks at every seed (1.14x with OOD charged to neither design).
 # Issue 31's arms and baselines at cpu, each setting by a rule stated before its runs, measured
 # on the cpu base policy by `python -m psnlib.replication.calibrate --profile cpu` (64 countdown-l3
 # prompts x 16 samples; one thread):
