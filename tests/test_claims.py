@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from psnlib.replication import claim_stats
+from psnlib.replication.claim import Claim, NotRun
 from psnlib.replication.claim_stats import (
     DIVERSITY,
     ENTROPY,
@@ -19,7 +20,7 @@ from psnlib.replication.claim_stats import (
     THROUGHPUT,
     Statistic,
 )
-from psnlib.replication.claims import CLAIMS, Claim, NotRun
+from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import (
     BASE_POLICY,
     GRPO,

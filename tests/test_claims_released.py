@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from psnlib.replication.claim import NotRun
 from psnlib.replication.claim_stats import (
     PASS_AT_EQUAL_PASS_1,
     frontier_differences,
     frontier_interval,
     frontier_slope,
 )
-from psnlib.replication.claims import CLAIMS, NotRun
+from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import (
     GRPO,
     PSN,

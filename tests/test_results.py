@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from psnlib.replication.claim import Claim
 from psnlib.replication.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
@@ -16,7 +17,7 @@ from psnlib.replication.claim_stats import (
     Statistic,
 )
 from psnlib.replication.claim_stats import THROUGHPUT as THROUGHPUT_STAT
-from psnlib.replication.claims import CLAIMS, Claim
+from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import (
     BASE_POLICY,
     GRPO,
@@ -335,7 +336,7 @@ def test_the_size_of_the_papers_effect_is_judged_raw_and_scaled_to_the_headroom(
 def test_the_paper_vs_released_code_table_is_pulled_from_the_claim_rows():
     """Each difference names the claims whose rows test it (all of them claims), and its result
     is those rows' verdicts and intervals: another table gives another text."""
-    from psnlib.replication.claims import CODE_DIFFERENCES
+    from psnlib.replication.code_differences import CODE_DIFFERENCES
     from psnlib.replication.results_text import code_differences, code_differences_markdown
 
     names = {c.name for c in CLAIMS}

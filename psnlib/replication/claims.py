@@ -1,34 +1,19 @@
-"""The papers' claims that RESULTS.md tests, with the numbers the papers report.
-
-A ``Claim`` holds the experiment (a plan function of ``psnlib.replication.experiments``, or
-``psnlib.replication.premise.premise``) whose runs test it, the policy the paper finds ahead
-(``ours``), the one it is compared with (``theirs``), the statistic
-(``psnlib.replication.claim_stats``; its docstring has each formula) and the benchmarks it is
-averaged over; ``psnlib.replication.results`` computes our side. The ``paper`` strings quote the
-papers (arXiv 2602.02555 for PSN, 2608.27420 for weak-model guidance); ``effect`` is the difference
-the paper reports, in its points, where it gives numbers; an "about equal" claim states its
-equivalence margin, a "costs at most" claim its non-inferiority margin
-(``psnlib.replication.verdicts`` says how each enters the verdict).
-
-``ours`` and ``theirs`` are the experiment's ``Variant`` objects, or, where the policy depends on
-the profile, an ``AtProfile`` that picks it at a profile (``on_other_model``: the profile's n-th
-other base policy; ``swept_sigma_at``: a sigma of the profile's sigma sweep;
-``RAISED_TEMPERATURE`` and ``entropy_bonus_at``: the exploration baselines' settings). Where the
-profile has no such policy, ``Claim.sides`` raises ``NotRun`` and the claim's row says "not run at
-this profile" (a status, not a verdict).
-
-``CODE_DIFFERENCES`` lists how the authors' released code differs from the paper's text, each
-with the claims whose rows test it (or why none does): RESULTS.md's table "the paper vs the
-released code" (``psnlib.replication.results_text.code_differences``).
+"""The papers' claims that RESULTS.md tests, with the numbers the papers report: one
+``psnlib.replication.claim.Claim`` each (what the fields mean is there). The ``paper`` strings
+quote the papers (arXiv 2602.02555 for PSN, 2608.27420 for weak-model guidance).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
+from psnlib.replication.claim import (
+    CHOSEN_SIGMA,
+    LARGEST_SIGMA,
+    RAISED_TEMPERATURE,
+    SMALLEST_SIGMA,
+    Claim,
+    entropy_bonus_at,
+    on_other_model,
+)
 from psnlib.replication.claim_stats import (
     DIVERSITY,
     ENTROPY,
@@ -39,7 +24,6 @@ from psnlib.replication.claim_stats import (
     SOLVED_ONLY,
     STEP_VALIDITY,
     THROUGHPUT,
-    Statistic,
 )
 from psnlib.replication.experiments import (
     BASE_POLICY,
@@ -59,154 +43,24 @@ from psnlib.replication.experiments import (
     PSN_RELEASED,
     PSN_STEP,
     WEAK_PREFIX,
-    Plan,
     across_models,
     adaptive_scheduler,
     coverage,
-    entropy_bonus,
     exploration_baselines,
     main_results,
     noise_site,
-    on_model,
     ood,
     passk_training,
     released_code,
     released_code_ablation,
     rl_narrows_coverage,
-    rollout_temperature,
     sigma_sweep,
-    swept_sigma,
     tis_ablation,
     weak_prefix,
     weak_prefix_ablation,
 )
 from psnlib.replication.premise import MATCHED_TEMPERATURE, SAMPLING_NOISE, premise
-from psnlib.replication.profiles import Profile
-from psnlib.replication.runs import rl_settings
-from psnlib.replication.variants import Variant, model_name
-from psnlib.replication.verdicts import DIRECTIONS, EQUIVALENT, NONINFERIOR, SUPERIOR
-from psnlib.trainer import PSNGRPOConfig
-
-NOT_RUN = "not run at this profile"  # the status of a claim the profile has no runs for
-
-
-class NotRun(Exception):
-    """The profile has no run of a policy that a claim compares (the message says which)."""
-
-
-@dataclass(frozen=True)
-class AtProfile:
-    """A policy a claim names that depends on the profile: ``pick(profile)`` is its variant there
-    (``NotRun`` where the profile has none); ``label`` describes it in words."""
-
-    label: str
-    pick: Callable[[Profile], Variant]
-
-
-def on_other_model(method: Variant, index: int) -> AtProfile:
-    """``method`` trained from the profile's ``index``-th other base policy (1: the first), as
-    ``psnlib.replication.experiments.across_models`` compares it."""
-
-    def pick(profile: Profile) -> Variant:
-        others = profile.other_policies
-        if index > len(others):
-            have = ", ".join(map(model_name, others)) or "none"
-            raise NotRun(
-                f"the {profile.name} profile has no other base model {index} (it has {have})"
-            )
-        return on_model(method, profile, others[index - 1])
-
-    return AtProfile(f"{method.label} (other base model {index})", pick)
-
-
-def swept_sigma_at(words: str, sigma: Callable[[Profile], float]) -> AtProfile:
-    """PSN at ``sigma(profile)``, a sigma of the profile's sweep
-    (``psnlib.replication.experiments.sigma_sweep``); ``words`` say which."""
-
-    def pick(profile: Profile) -> Variant:
-        if not profile.sigma_sweep:
-            raise NotRun(f"the {profile.name} profile has no sigma sweep")
-        return swept_sigma(sigma(profile))
-
-    return AtProfile(f"sigma={words}", pick)
-
-
-CHOSEN_SIGMA = swept_sigma_at("the profile's sigma", lambda p: p.psn_sigma)
-SMALLEST_SIGMA = swept_sigma_at("the sweep's smallest", lambda p: min(p.sigma_sweep))
-LARGEST_SIGMA = swept_sigma_at("the sweep's largest", lambda p: max(p.sigma_sweep))
-# GRPO at the profile's raised rollout temperature (psnlib.replication.experiments)
-RAISED_TEMPERATURE = AtProfile(
-    "GRPO, rollouts at the profile's raised temperature", rollout_temperature
-)
-
-
-def entropy_bonus_at(index: int) -> AtProfile:
-    """GRPO with the profile's ``index``-th entropy bonus (1: the first of ``entropy_coefs``), as
-    ``psnlib.replication.experiments.exploration_baselines`` trains it."""
-
-    def pick(profile: Profile) -> Variant:
-        coefs = profile.entropy_coefs
-        if index > len(coefs):
-            raise NotRun(
-                f"the {profile.name} profile has no entropy bonus {index} (it has {list(coefs)})"
-            )
-        return entropy_bonus(coefs[index - 1])
-
-    return AtProfile(f"GRPO + the profile's entropy bonus {index}", pick)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the papers, and how we test it."""
-
-    name: str  # the claim, in a few words
-    paper: str  # what the paper reports (its own numbers, quoted)
-    experiment: Callable[[Profile], Plan]  # the plan function whose runs test it
-    ours: Variant | AtProfile  # the policy the paper finds ahead (or equal, direction 0)
-    theirs: Variant | AtProfile  # the policy it is compared with
-    statistic: Statistic = PASS_AT_MAX
-    kind: str = "id"  # benchmarks averaged over: "id", "ood" or "all" of the plan's
-    # SUPERIOR (1): ours higher; EQUIVALENT (0): about equal; NONINFERIOR (-1): ours at most the
-    # margin below theirs (psnlib.replication.verdicts)
-    direction: int = SUPERIOR
-    notebook: str = ""  # the notebook that shows it
-    effect: float | None = None  # the paper's ours - theirs, in points, where it gives numbers
-    # the paper's value of theirs (a pass@k in percent), for the effect scaled to the headroom
-    paper_theirs: float | None = None
-    # EQUIVALENT: equal within this share of theirs' value (0.1: +/- 10%); NONINFERIOR: at most
-    # this share below it
-    margin: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("id", "ood", "all"):
-            raise ValueError(f"kind must be 'id', 'ood' or 'all', got {self.kind!r}")
-        if self.direction not in DIRECTIONS:
-            raise ValueError(
-                f"direction must be 1 (ours ahead), 0 (equal) or -1 (at most a margin below), "
-                f"got {self.direction}"
-            )
-        if self.direction == SUPERIOR and self.margin is not None:
-            raise ValueError(f"a claim that ours is ahead takes no margin, got {self.margin}")
-        if self.direction != SUPERIOR and not (self.margin or 0) > 0:
-            kind = "an 'about equal'" if self.direction == EQUIVALENT else "a non-inferiority"
-            raise ValueError(f"{kind} claim needs a margin > 0, got {self.margin}")
-
-    def sides(self, profile: Profile) -> tuple[Variant, Variant]:
-        """The variants of ``ours`` and ``theirs`` in the claim's experiment at ``profile``;
-        ``NotRun`` where the profile has no such policy, its experiment does not train it, or
-        both sides are one policy (the profile's sigma is the sweep's smallest)."""
-        ours, theirs = (
-            s.pick(profile) if isinstance(s, AtProfile) else s for s in (self.ours, self.theirs)
-        )
-        if ours == theirs:
-            raise NotRun(f"at the {profile.name} profile both sides are {ours.label!r}")
-        plan = self.experiment(profile)
-        trained = {v.label for v in plan.variants}  # the tables' policy column
-        absent = [v.label for v in (ours, theirs) if v.label not in trained]
-        if absent:
-            raise NotRun(f"the {plan.name} experiment at this profile has no {absent}")
-        return ours, theirs
-
+from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR
 
 PSN_BENCHMARKS = "avg. of AIME24/25, AMC23, OlympiadBench, Minerva"
 PSN_AVG = f"{PSN_BENCHMARKS}, Qwen2.5-Math-7B"
@@ -703,134 +557,5 @@ CLAIMS = (
         GRPO,
         STEP_VALIDITY,
         notebook="12_self_consistency",
-    ),
-)
-
-
-def _setting(profile: Profile, arm: str, name: str) -> Any:
-    """The ``PSNGRPOConfig`` setting ``name`` of the profile's runs of ``arm``: its run settings
-    (``psnlib.replication.runs.rl_settings``), else the config's default."""
-    settings = rl_settings(profile, arm, 0)
-    if name in settings:
-        return settings[name]
-    (field,) = [f for f in dataclasses.fields(PSNGRPOConfig) if f.name == name]
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default
-
-
-def _targets(profile: Profile, arm: str) -> str:
-    return "+".join(_setting(profile, arm, "noise_targets"))
-
-
-def _released_sigma_source(profile: Profile) -> str:
-    arm = dict(dict(profile.arm_settings).get("psn_released", ()))
-    return "the profile's setting for this arm" if "sigma" in arm else "the profile's psn_sigma"
-
-
-PSN_ARMS = ("grpo", "psn", "psn_kl", "psn_div", "psn_released")  # the arms the differences name
-
-
-def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
-    """``names``' settings in the runs of GRPO and every PSN arm: once if all arms share them,
-    else arm by arm."""
-    values = {
-        arm: ", ".join(f"{n}={_setting(profile, arm, n):g}" for n in names) for arm in PSN_ARMS
-    }
-    if len(set(values.values())) == 1:
-        return f"GRPO and every PSN arm: {values['grpo']}"
-    return "; ".join(f"{arm}: {v}" for arm, v in values.items())
-
-
-@dataclass(frozen=True)
-class CodeDifference:
-    """One way the authors' released code (``baibizhe/psn_rlvr``, commit 6a27058; DESIGN.md
-    section 1.1) differs from the paper's text, and which claims' rows test it here."""
-
-    what: str  # the difference, in a few words
-    paper: str  # what the paper's text describes
-    code: str  # what the released code does
-    here: Callable[[Profile], str]  # what the profile's arms do, read from their run settings
-    claims: tuple[str, ...] = ()  # names of the claims whose rows test it
-    untested: str = ""  # why no row tests it, where none does
-
-
-CODE_DIFFERENCES = (
-    CodeDifference(
-        "when the noise is drawn",
-        "once per trajectory ('a temporary parameter brain')",
-        "once per training step, while the weights are synced into vLLM: every rollout of a "
-        "step shares one draw",
-        lambda p: (
-            f"PSN fixed: noise_scope={_setting(p, 'psn', 'noise_scope')}; per-step MLP "
-            f"noise and the released code's PSN: {_setting(p, 'psn_released', 'noise_scope')}"
-        ),
-        ("Per-step noise beats per-rollout noise", "Per-step MLP noise raises pass@256"),
-    ),
-    CodeDifference(
-        "which weights",
-        "the MLP blocks, the ablation's best site",
-        "every tensor (the MLP filter only feeds a log counter): embeddings, attention, norms "
-        "and lm_head too",
-        lambda p: (
-            f"PSN fixed: {_targets(p, 'psn')}; the released code's PSN: "
-            f"{_targets(p, 'psn_released')}"
-        ),
-        (
-            "Every parameter and Variant I add to per-step noise",
-            "MLP noise beats noise on all weights",
-        ),
-    ),
-    CodeDifference(
-        "the sigma scheduler",
-        "Variant II (similarity and self-certainty of clean pairs); the adaptive numbers are "
-        "reported for it",
-        "Variant I only (KL proxy of noisy vs clean log-probs, sigma x or / 1.01); Variant II "
-        "is a README to-do",
-        lambda p: (
-            f"PSN adaptive II: {_setting(p, 'psn_div', 'sigma_scheduler')}; PSN adaptive "
-            f"I and the released code's PSN: {_setting(p, 'psn_released', 'sigma_scheduler')}"
-        ),
-        (
-            "Variant II beats Variant I",
-            "Adaptive PSN raises pass@256",
-            "The released code's PSN raises pass@256",
-        ),
-    ),
-    CodeDifference(
-        "Variant I's KL target",
-        "0.003-0.005",
-        "0.003 in the launcher and README, 0.005 the config default",
-        lambda p: (
-            f"the released code's PSN: {_setting(p, 'psn_released', 'kl_target'):g}; PSN "
-            f"adaptive I: {_setting(p, 'psn_kl', 'kl_target'):g}"
-        ),
-        untested="no arm changes the target alone: it moves with the released code's other "
-        "changes (its row tests them together)",
-    ),
-    CodeDifference(
-        "the starting sigma",
-        "sigma0 0.001",
-        "sigma0 0.001 (the README's fixed-noise example: 0.004)",
-        lambda p: (
-            f"the released code's PSN starts at {_setting(p, 'psn_released', 'sigma'):g} "
-            f"({_released_sigma_source(p)}); a 1.01 step rule moves sigma at most "
-            f"{1.01**p.rl_steps:.3g}x in the profile's {p.rl_steps} steps"
-        ),
-        untested="no arm varies the released code's starting sigma",
-    ),
-    CodeDifference(
-        "entropy bonus and KL loss",
-        "not stated",
-        "entropy coefficient 0.001, KL loss 0.001 (low_var_kl)",
-        lambda p: _recipe(p, ("entropy_coef", "beta")),
-        untested="no arm changes them between GRPO and PSN, so that the released code's PSN "
-        "differs from GRPO by its noise alone; an entropy bonus on GRPO alone is an exploration "
-        "baseline (its rows compare PSN with it)",
-    ),
-    CodeDifference(
-        "validation weights",
-        "evaluation on the clean weights",
-        "in-training validation (greedy) on the noisy weights in async mode",
-        lambda p: "every evaluation on the clean weights (sigma 0)",
-        untested="no number here comes from in-training validation; every evaluation is clean",
     ),
 )

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from psnlib.replication.claim import NOT_RUN, Claim, NotRun
 from psnlib.replication.claim_stats import seed_means
-from psnlib.replication.claims import CLAIMS, NOT_RUN, Claim, NotRun
+from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import (
     WEAK_PREFIX,
     Plan,

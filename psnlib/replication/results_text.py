@@ -1,7 +1,7 @@
-"""RESULTS.md from the claims table of ``psnlib.replication.results``: the table, the paper against
-its released code (``psnlib.replication.claims.CODE_DIFFERENCES``, each with the rows that test
-it), the run time and a discussion computed from the table's numbers (nothing in it is written
-once for every profile).
+"""RESULTS.md from the claims table of ``psnlib.replication.results``: the table, the paper
+against its released code (``psnlib.replication.code_differences.CODE_DIFFERENCES``, each with
+the rows that test it), the run time and a discussion computed from the table's numbers (nothing
+in it is written once for every profile).
 
 Each value is shown in its statistic's unit with its decimals
 (``psnlib.replication.claim_stats.number``); each row names the benchmarks it averages; a claim
@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from psnlib.io import atomic_write_text
+from psnlib.replication.claim import NOT_RUN
 from psnlib.replication.claim_stats import number
-from psnlib.replication.claims import CODE_DIFFERENCES, NOT_RUN, CodeDifference
+from psnlib.replication.code_differences import CODE_DIFFERENCES, CodeDifference
 from psnlib.replication.profiles import Profile
 from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR, seeds_needed, standard_error
 

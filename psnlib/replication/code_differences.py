@@ -1,0 +1,145 @@
+"""How the authors' released code differs from the paper's text, and which claims test each
+difference: RESULTS.md's table "the paper vs the released code"
+(``psnlib.replication.results_text.code_differences``). What this profile's arms do is read from
+their run settings, not written here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from psnlib.replication.profiles import Profile
+from psnlib.replication.runs import rl_settings
+from psnlib.trainer import PSNGRPOConfig
+
+
+def _setting(profile: Profile, arm: str, name: str) -> Any:
+    """The ``PSNGRPOConfig`` setting ``name`` of the profile's runs of ``arm``: its run settings
+    (``psnlib.replication.runs.rl_settings``), else the config's default."""
+    settings = rl_settings(profile, arm, 0)
+    if name in settings:
+        return settings[name]
+    (field,) = [f for f in dataclasses.fields(PSNGRPOConfig) if f.name == name]
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default
+
+
+def _targets(profile: Profile, arm: str) -> str:
+    return "+".join(_setting(profile, arm, "noise_targets"))
+
+
+def _released_sigma_source(profile: Profile) -> str:
+    arm = dict(dict(profile.arm_settings).get("psn_released", ()))
+    return "the profile's setting for this arm" if "sigma" in arm else "the profile's psn_sigma"
+
+
+PSN_ARMS = ("grpo", "psn", "psn_kl", "psn_div", "psn_released")  # the arms the differences name
+
+
+def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
+    """``names``' settings in the runs of GRPO and every PSN arm: once if all arms share them,
+    else arm by arm."""
+    values = {
+        arm: ", ".join(f"{n}={_setting(profile, arm, n):g}" for n in names) for arm in PSN_ARMS
+    }
+    if len(set(values.values())) == 1:
+        return f"GRPO and every PSN arm: {values['grpo']}"
+    return "; ".join(f"{arm}: {v}" for arm, v in values.items())
+
+
+@dataclass(frozen=True)
+class CodeDifference:
+    """One way the authors' released code (``baibizhe/psn_rlvr``, commit 6a27058; DESIGN.md
+    section 1.1) differs from the paper's text, and which claims' rows test it here."""
+
+    what: str  # the difference, in a few words
+    paper: str  # what the paper's text describes
+    code: str  # what the released code does
+    here: Callable[[Profile], str]  # what the profile's arms do, read from their run settings
+    claims: tuple[str, ...] = ()  # names of the claims whose rows test it
+    untested: str = ""  # why no row tests it, where none does
+
+
+CODE_DIFFERENCES = (
+    CodeDifference(
+        "when the noise is drawn",
+        "once per trajectory ('a temporary parameter brain')",
+        "once per training step, while the weights are synced into vLLM: every rollout of a "
+        "step shares one draw",
+        lambda p: (
+            f"PSN fixed: noise_scope={_setting(p, 'psn', 'noise_scope')}; per-step MLP "
+            f"noise and the released code's PSN: {_setting(p, 'psn_released', 'noise_scope')}"
+        ),
+        ("Per-step noise beats per-rollout noise", "Per-step MLP noise raises pass@256"),
+    ),
+    CodeDifference(
+        "which weights",
+        "the MLP blocks, the ablation's best site",
+        "every tensor (the MLP filter only feeds a log counter): embeddings, attention, norms "
+        "and lm_head too",
+        lambda p: (
+            f"PSN fixed: {_targets(p, 'psn')}; the released code's PSN: "
+            f"{_targets(p, 'psn_released')}"
+        ),
+        (
+            "Every parameter and Variant I add to per-step noise",
+            "MLP noise beats noise on all weights",
+        ),
+    ),
+    CodeDifference(
+        "the sigma scheduler",
+        "Variant II (similarity and self-certainty of clean pairs); the adaptive numbers are "
+        "reported for it",
+        "Variant I only (KL proxy of noisy vs clean log-probs, sigma x or / 1.01); Variant II "
+        "is a README to-do",
+        lambda p: (
+            f"PSN adaptive II: {_setting(p, 'psn_div', 'sigma_scheduler')}; PSN adaptive "
+            f"I and the released code's PSN: {_setting(p, 'psn_released', 'sigma_scheduler')}"
+        ),
+        (
+            "Variant II beats Variant I",
+            "Adaptive PSN raises pass@256",
+            "The released code's PSN raises pass@256",
+        ),
+    ),
+    CodeDifference(
+        "Variant I's KL target",
+        "0.003-0.005",
+        "0.003 in the launcher and README, 0.005 the config default",
+        lambda p: (
+            f"the released code's PSN: {_setting(p, 'psn_released', 'kl_target'):g}; PSN "
+            f"adaptive I: {_setting(p, 'psn_kl', 'kl_target'):g}"
+        ),
+        untested="no arm changes the target alone: it moves with the released code's other "
+        "changes (its row tests them together)",
+    ),
+    CodeDifference(
+        "the starting sigma",
+        "sigma0 0.001",
+        "sigma0 0.001 (the README's fixed-noise example: 0.004)",
+        lambda p: (
+            f"the released code's PSN starts at {_setting(p, 'psn_released', 'sigma'):g} "
+            f"({_released_sigma_source(p)}); a 1.01 step rule moves sigma at most "
+            f"{1.01**p.rl_steps:.3g}x in the profile's {p.rl_steps} steps"
+        ),
+        untested="no arm varies the released code's starting sigma",
+    ),
+    CodeDifference(
+        "entropy bonus and KL loss",
+        "not stated",
+        "entropy coefficient 0.001, KL loss 0.001 (low_var_kl)",
+        lambda p: _recipe(p, ("entropy_coef", "beta")),
+        untested="no arm changes them between GRPO and PSN, so that the released code's PSN "
+        "differs from GRPO by its noise alone; an entropy bonus on GRPO alone is an exploration "
+        "baseline (its rows compare PSN with it)",
+    ),
+    CodeDifference(
+        "validation weights",
+        "evaluation on the clean weights",
+        "in-training validation (greedy) on the noisy weights in async mode",
+        lambda p: "every evaluation on the clean weights (sigma 0)",
+        untested="no number here comes from in-training validation; every evaluation is clean",
+    ),
+)
