@@ -15,13 +15,15 @@ from psnlib.replication.experiments import GRPO
 from psnlib.replication.premise import (
     MATCHED_TEMPERATURE,
     SAMPLING_NOISE,
-    judge,
-    match_temperature,
     paired_interval,
-    pass1_at_temperatures,
-    pool_draws,
     premise,
     premise_at_seed,
+)
+from psnlib.replication.premise_sampling import (
+    judge,
+    match_temperature,
+    pass1_at_temperatures,
+    pool_draws,
     sample_problems,
 )
 from psnlib.replication.profiles import get_profile

@@ -55,247 +55,36 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
-from datasets import Dataset
 from scipy import stats
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.io import data_dir
 from psnlib.metrics import bootstrap_ci, pass_at_k
-from psnlib.noise import NoiseConfig, perturbed
 from psnlib.replication.evaluation import EVAL_VERSION
 from psnlib.replication.experiments import GRPO, Plan, check_seeds, main_benchmark
+from psnlib.replication.premise_sampling import (
+    ITERATIONS,
+    NOISE_STEP,
+    SEARCH_SHARE,
+    STEP,
+    T_HI,
+    T_LO,
+    draws_for,
+    match_temperature,
+    pass1,
+    problems_of,
+    sample_problems,
+)
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.store import ResultStore, weights_fingerprint
 from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
-from psnlib.response_metrics import mean_token_entropy
-from psnlib.sampling import decode, sample_prompts
-from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
-from psnlib.tasks.countdown import Problem, verify
 
 SAMPLING_NOISE = Variant("GRPO, sampled under noise", "grpo")
 MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", "grpo")
 
-DRAWS = 4  # noise draws per evaluation: D = gcd(DRAWS, eval_samples)
-SEARCH_SHARE = 8  # the search's cheap estimates take eval_samples / SEARCH_SHARE samples
-T_LO, T_HI = 0.5, 2.0  # the searched temperatures
-STEP = 0.25  # the search's first step from T0; each further one doubles
-ITERATIONS = 2  # bisection steps: a first bracket of width STEP narrowed to STEP / 4
-NOISE_STEP = -1  # the noise's step index: apart from every training step's draws (0, 1, ...)
 VERSION = 1  # bump when stored premise results change
 PARTS = ("noise", "match", "temperature")  # the stored steps of one checkpoint, in order
-
-
-@dataclass(frozen=True)
-class Match:
-    """The matched temperature of ``match_temperature``: ``temperature``, whether its pass@1
-    equals the target (``matched``; False: the visited T nearest it), and every cheap
-    estimate made, in order (``trace``: (T, pass@1))."""
-
-    temperature: float
-    matched: bool
-    trace: tuple[tuple[float, float], ...]
-
-
-def match_temperature(
-    pass1: Callable[[float], float],
-    target: float,
-    start: float = 1.0,
-    bounds: tuple[float, float] = (T_LO, T_HI),
-    step: float = STEP,
-    iterations: int = ITERATIONS,
-) -> Match:
-    """The temperature T in ``bounds`` with ``pass1(T) = target`` (the module's rule, step 2).
-
-    ``pass1(T)``: the clean pass@1 at T, assumed continuous (not necessarily monotone). From
-    ``start`` the search walks towards ``hi`` if ``pass1(start) > target`` (raising T lowers
-    pass@1), else towards ``lo``, to ``start +/- step``, ``+/- 2 step``, ``+/- 4 step``, ...
-    (the last clipped to the bound) until ``pass1 - target`` changes sign; ``iterations``
-    bisection steps halve that bracket, keeping its ends on either side of ``target``, and T is
-    where the chord between its ends crosses ``target`` (exact for a linear ``pass1``). Where the
-    sign never changes up to the bound, no temperature in ``bounds`` matches: ``matched`` is
-    False and T is the visited temperature whose pass@1 is nearest ``target``.
-    """
-    if not (isinstance(target, int | float) and 0 <= target <= 1):
-        raise ValueError(f"target must be a pass@1 in [0, 1], got {target!r}")
-    lo, hi = bounds
-    if not 0 < lo < hi < math.inf or not lo <= start <= hi:
-        raise ValueError(
-            f"bounds must be 0 < lo < hi (finite) with lo <= start <= hi; got bounds {bounds}, "
-            f"start {start}"
-        )
-    if not 0 < step < math.inf:
-        raise ValueError(f"step must be a finite number > 0, got {step!r}")
-    if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0:
-        raise ValueError(f"iterations must be an integer >= 0, got {iterations!r}")
-    trace: list[tuple[float, float]] = []
-
-    def gap(t: float) -> float:  # pass1(t) - target, recorded
-        trace.append((t, float(pass1(t))))
-        return trace[-1][1] - target
-
-    a, g_a = start, gap(start)
-    if g_a == 0:
-        return Match(start, True, tuple(trace))
-    end, width = (hi if g_a > 0 else lo), step
-    b, g_b = a, g_a
-    while g_a * g_b > 0 and b != end:  # walk until the sign changes
-        a, g_a = b, g_b
-        b = min(start + width, hi) if end == hi else max(start - width, lo)
-        g_b, width = gap(b), 2 * width
-    if g_a * g_b > 0:
-        nearest = min(trace, key=lambda point: abs(point[1] - target))[0]
-        return Match(nearest, False, tuple(trace))
-    for _ in range(iterations):
-        if g_a == 0 or g_b == 0:
-            break
-        mid = (a + b) / 2
-        g_mid = gap(mid)
-        if g_a * g_mid <= 0:
-            b, g_b = mid, g_mid
-        else:
-            a, g_a = mid, g_mid
-    t = a if g_a == g_b else a + (b - a) * g_a / (g_a - g_b)  # where the chord crosses 0
-    return Match(float(t), True, tuple(trace))
-
-
-def draws_for(profile: Profile) -> int:
-    """Noise draws of the premise's evaluations at ``profile``: ``gcd(DRAWS, eval_samples)``,
-    each writing the same number of samples."""
-    return math.gcd(DRAWS, profile.eval_samples)
-
-
-def pool_draws(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """One per-problem table from the tables of several draws (the same problems in the same
-    order): ``n`` and ``correct`` summed, a column equal in every draw kept (``prompt``), another
-    numeric column the mean of the draws' values (``entropy``, ``length``: means of equal-sized
-    draws' means), any other dropped."""
-    if not tables:
-        raise ValueError("pool_draws needs the table of at least one draw")
-    first = tables[0]
-    if any(len(t) != len(first) or list(t.columns) != list(first.columns) for t in tables):
-        raise ValueError("every draw's table must hold the same problems and columns")
-    pooled = {}
-    for column in first.columns:
-        values = [t[column] for t in tables]
-        if column in ("n", "correct"):
-            pooled[column] = sum(v.to_numpy() for v in values)  # (P,)
-        elif all(v.equals(first[column]) for v in values):
-            pooled[column] = first[column].to_numpy()
-        elif pd.api.types.is_numeric_dtype(first[column]):
-            pooled[column] = pd.concat(values, axis=1).mean(axis=1).to_numpy()  # (P,)
-    return pd.DataFrame(pooled)
-
-
-def problems_of(benchmark: str, problems: int) -> Dataset:
-    """The problems every evaluation samples: the first ``problems`` of ``benchmark`` at
-    ``EVAL_SEED`` (a Countdown split or a real benchmark; 0: all of a real one)."""
-    load = load_real_benchmark if benchmark in REAL_BENCHMARKS else load_benchmark
-    return load(benchmark, problems, seed=EVAL_SEED)
-
-
-def judge(benchmark: str, dataset: Dataset, texts: list[list[str]]) -> list[int]:
-    """Correct completions per problem: ``texts[i]`` are problem i's, judged by Countdown's exact
-    verifier or, on a real benchmark, by ``math_reward`` against the problem's answer."""
-    counts = []
-    for row, ts in zip(dataset, texts, strict=True):
-        if benchmark in REAL_BENCHMARKS:
-            kinds = [row["answer_type"]] * len(ts)
-            rewards = math_reward(ts, [row["answer"]] * len(ts), answer_type=kinds)
-        else:
-            problem = Problem(tuple(row["numbers"]), row["target"])
-            rewards = [verify(problem, t).correct for t in ts]
-        counts.append(int(sum(rewards)))
-    return counts
-
-
-def sample_problems(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    dataset: Dataset,
-    benchmark: str,
-    *,
-    samples: int,
-    draws: int,
-    temperature: float,
-    sigma: float,
-    noise_seed: int,
-    max_new_tokens: int,
-    seed: int = EVAL_SEED,
-) -> pd.DataFrame:
-    """``samples`` completions of every problem of ``dataset``, judged (``judge``), in ``draws``
-    groups: group d holds ``samples / draws`` samples drawn at ``temperature`` with the stream
-    ``seed + d`` under MLP noise draw d of ``sigma`` (noise index d, ``NOISE_STEP``,
-    ``noise_seed``; sigma 0: the clean weights, the same streams). Returns ``pool_draws`` of the
-    groups' tables: per problem prompt, n, correct, entropy (mean token entropy) and length (mean
-    completion tokens)."""
-    if draws < 1 or samples % draws:
-        raise ValueError(f"draws must be >= 1 and divide samples ({samples}), got {draws}")
-    prompts, n = list(dataset["prompt"]), samples // draws
-    noise = NoiseConfig(sigma=sigma, targets="mlp", seed=noise_seed)
-    tables = []
-    for d in range(draws):
-        with perturbed(model, noise, step=NOISE_STEP, index=d):
-            drawn = sample_prompts(
-                model,
-                tokenizer,
-                prompts,
-                n,
-                temperature=temperature,
-                max_new_tokens=max_new_tokens,
-                seed=seed + d,
-                with_stats=True,
-                progress=False,
-            )  # (P, n, L)
-        table = {
-            "prompt": prompts,
-            "n": n,
-            "correct": judge(benchmark, dataset, decode(tokenizer, drawn)),
-        }
-        table["entropy"] = mean_token_entropy(drawn.entropies, drawn.lengths)  # (P,)
-        table["length"] = drawn.lengths.double().mean(-1).numpy()  # (P,)
-        tables.append(pd.DataFrame(table))
-    return pool_draws(tables)
-
-
-def pass1(problems: pd.DataFrame) -> float:
-    """Mean over problems of ``correct / n``: the unbiased pass@1."""
-    return float((problems["correct"] / problems["n"]).mean())
-
-
-def pass1_at_temperatures(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    profile: Profile,
-    benchmark: str,
-    temperatures: tuple[float, ...],
-    samples: int = 64,
-) -> pd.DataFrame:
-    """pass@1 of ``model`` (clean weights) on ``benchmark`` (the profile's ``eval_problems``
-    problems) at each temperature, from ``samples`` samples per problem drawn with one stream
-    (``EVAL_SEED``, the same at every T): temperature, samples, pass@1 and its 95% bootstrap
-    interval over problems (lo, hi)."""
-    if not temperatures or any(not 0 < t < math.inf for t in temperatures):
-        raise ValueError(f"temperatures must be finite numbers > 0, got {temperatures!r}")
-    dataset = problems_of(benchmark, profile.eval_problems)
-    rows = []
-    for t in temperatures:
-        table = sample_problems(
-            model,
-            tokenizer,
-            dataset,
-            benchmark,
-            samples=samples,
-            draws=1,
-            temperature=t,
-            sigma=0.0,
-            noise_seed=0,
-            max_new_tokens=profile.max_completion_length,
-        )
-        curve = bootstrap_ci(samples, table["correct"].to_numpy(), [1], seed=EVAL_SEED)
-        rows.append({"temperature": t, "samples": samples, **curve.iloc[0].drop("k").to_dict()})
-    return pd.DataFrame(rows).rename(columns={"pass_at_k": "pass@1"})
 
 
 @dataclass(frozen=True)
