@@ -47,14 +47,16 @@ def test_runs_are_shared_across_experiments():
     assert len(bases) == 1 + len(cpu.other_policies)
     assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
     table = table[table.arm != BASE]
-    # The main arms at every seed, the ablations at one seed, two runs per other policy.
-    # GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix; GRPO and PSN + Pass@k training at
-    # the ablation seeds (not a primary comparison)
-    n_main = 4 * len(cpu.seeds)
-    ablations = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1
-    ablations += 2 * len(cpu.ablation_seeds)
-    ablations += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
-    assert len(table) == n_main + ablations + 2 * len(cpu.other_policies)
+    # The main arms at every seed: GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix and the
+    # released code's PSN; the exploration baselines at the baseline seeds; every ablation and
+    # the other policy's two runs at the ablation seeds (issue 31)
+    n_main = 5 * len(cpu.seeds)
+    n_baselines = (1 + len(cpu.entropy_coefs)) * len(cpu.baseline_seeds)  # temperature, bonuses
+    per_seed = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1
+    per_seed += 2  # GRPO and PSN + Pass@k training (not a primary comparison)
+    per_seed += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
+    per_seed += 2 * len(cpu.other_policies)
+    assert len(table) == n_main + n_baselines + per_seed * len(cpu.ablation_seeds)
     grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
     assert len(grpo0) == 1 and "main_results" in grpo0.used_by.item()
     assert "tis_ablation" in grpo0.used_by.item() and "coverage" in grpo0.used_by.item()
