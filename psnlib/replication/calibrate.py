@@ -131,6 +131,20 @@ def kl_at_sigma(
     return {"kl": kl / n, "kl_proxy": proxy / n, "tis_ess": ess, "tokens": tokens}
 
 
+def check_target_kl(target_kl: float) -> None:
+    """A per-token KL target must be a finite number > 0: a ValueError naming it otherwise."""
+    if not (isinstance(target_kl, int | float) and math.isfinite(target_kl) and target_kl > 0):
+        raise ValueError(f"target_kl must be a finite number > 0 (per token), got {target_kl!r}")
+
+
+def power_law(x: pd.Series, kl: pd.Series) -> tuple[float, float]:
+    """``(c, b)`` of ``KL = c * x^b`` fitted by least squares in log-log space,
+    ``log KL = log c + b log x`` (b = 2, second order, from a single point)."""
+    log_x, log_kl = np.log(x), np.log(kl)
+    b = float(np.polyfit(log_x, log_kl, 1)[0]) if len(x) > 1 else 2.0
+    return float(np.exp((log_kl - b * log_x).mean())), b
+
+
 def calibrate_sigma(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -146,8 +160,7 @@ def calibrate_sigma(
     sigma) and solves. Choose ``sigmas`` around the answer: the power law holds locally. The
     policy's weights are restored after each draw.
     """
-    if not (isinstance(target_kl, int | float) and math.isfinite(target_kl) and target_kl > 0):
-        raise ValueError(f"target_kl must be a finite number > 0 (per token), got {target_kl!r}")
+    check_target_kl(target_kl)
     if not sigmas or any(check_sigma(s) == 0 for s in sigmas):
         raise ValueError(f"sigmas must be one or more numbers > 0, got {sigmas!r}")
     if not prompts:
@@ -165,10 +178,7 @@ def calibrate_sigma(
             f"the measured KL is not positive at every sigma of {list(sigmas)} "
             f"({list(points['kl'])}): use larger sigmas"
         )
-    log_s, log_kl = np.log(points["sigma"]), np.log(points["kl"])
-    fit = np.polyfit(log_s, log_kl, 1) if len(points) > 1 else (2.0,)  # log KL = log c + b log s
-    b = float(fit[0])
-    c = float(np.exp((log_kl - b * log_s).mean()))
+    c, b = power_law(points["sigma"], points["kl"])
     return Calibration(target_kl, (target_kl / c) ** (1 / b), c, b, rms, points)
 
 
@@ -222,8 +232,7 @@ def temperature_for_kl(
 
     Fits ``KL = c * (T - 1)^b`` in log-log space over ``temperatures`` (all > 1; b ~ 2 near
     T = 1, where the KL is second order in log T) and solves ``T = 1 + (target / c)^(1/b)``."""
-    if not (isinstance(target_kl, int | float) and math.isfinite(target_kl) and target_kl > 0):
-        raise ValueError(f"target_kl must be a finite number > 0 (per token), got {target_kl!r}")
+    check_target_kl(target_kl)
     if not temperatures or any(not 1 < t < math.inf for t in temperatures):
         raise ValueError(f"temperatures must be one or more numbers > 1, got {temperatures!r}")
     rows = [
@@ -231,9 +240,7 @@ def temperature_for_kl(
         for t in temperatures
     ]
     points = pd.DataFrame(rows)
-    log_x, log_kl = np.log(points["temperature"] - 1), np.log(points["kl"])
-    b = float(np.polyfit(log_x, log_kl, 1)[0]) if len(points) > 1 else 2.0
-    c = float(np.exp((log_kl - b * log_x).mean()))
+    c, b = power_law(points["temperature"] - 1, points["kl"])
     return 1 + (target_kl / c) ** (1 / b), points
 
 

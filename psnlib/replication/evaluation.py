@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pandas as pd
+from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.evaluate import evaluate_answers, evaluate_policy
@@ -39,6 +40,13 @@ def eval_config(
     }
 
 
+def benchmark_problems(benchmark: str, problems: int, seed: int = 0) -> Dataset:
+    """The first ``problems`` problems of ``benchmark`` at ``seed``: a Countdown split, or a real
+    benchmark (``REAL_BENCHMARKS``; 0 problems: all of it)."""
+    load = load_real_benchmark if benchmark in REAL_BENCHMARKS else load_benchmark
+    return load(benchmark, problems, seed=seed)
+
+
 def evaluate_at_profile(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -51,12 +59,8 @@ def evaluate_at_profile(
     """``evaluate_policy`` on one Countdown benchmark, or ``evaluate_answers`` on a real one, at
     the profile's problems (0: all of a real benchmark), samples, k, temperature and completion
     length (no result store)."""
-    if benchmark in REAL_BENCHMARKS:
-        evaluate = evaluate_answers
-        dataset = load_real_benchmark(benchmark, profile.eval_problems, seed=seed)
-    else:
-        evaluate = evaluate_policy
-        dataset = load_benchmark(benchmark, profile.eval_problems, seed=seed)
+    evaluate = evaluate_answers if benchmark in REAL_BENCHMARKS else evaluate_policy
+    dataset = benchmark_problems(benchmark, profile.eval_problems, seed)
     return evaluate(
         model,
         tokenizer,

@@ -55,7 +55,6 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
-from scipy import stats
 from tqdm.auto import tqdm
 
 from psnlib.io import data_dir
@@ -79,6 +78,7 @@ from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.store import ResultStore, weights_fingerprint
 from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
+from psnlib.replication.verdicts import paired_t_interval
 
 SAMPLING_NOISE = Variant("GRPO, sampled under noise", "grpo")
 MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", "grpo")
@@ -352,13 +352,13 @@ def paired_interval(matched: pd.DataFrame, profile: Profile, level: float = 0.95
             d = a - b  # (S,) points
             S = len(d)
             sd = float(d.std(ddof=1)) if S > 1 else math.nan
-            half = stats.t.ppf((1 + level) / 2, S - 1) * sd / math.sqrt(S) if S > 1 else math.nan
+            lo, hi = paired_t_interval(d, level)
             mean = float(d.mean()) if S else math.nan
             rows.append(
                 {"statistic": statistic, "seeds": which, "S": S}
                 | {"noise": float(a.mean()) if S else math.nan}
                 | {"temperature": float(b.mean()) if S else math.nan}
-                | {"difference": mean, "sd": sd, "lo": mean - half, "hi": mean + half}
+                | {"difference": mean, "sd": sd, "lo": lo, "hi": hi}
             )
     return pd.DataFrame(rows)
 

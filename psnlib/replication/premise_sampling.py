@@ -15,11 +15,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.metrics import bootstrap_ci
 from psnlib.noise import NoiseConfig, perturbed
+from psnlib.replication.evaluation import benchmark_problems
 from psnlib.replication.profiles import Profile
 from psnlib.replication.variants import EVAL_SEED
 from psnlib.response_metrics import mean_token_entropy
 from psnlib.sampling import decode, sample_prompts
-from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark, math_reward
+from psnlib.tasks import REAL_BENCHMARKS, math_reward
 from psnlib.tasks.countdown import Problem, verify
 
 DRAWS = 4  # noise draws per evaluation: D = gcd(DRAWS, eval_samples)
@@ -134,8 +135,7 @@ def pool_draws(tables: list[pd.DataFrame]) -> pd.DataFrame:
 def problems_of(benchmark: str, problems: int) -> Dataset:
     """The problems every evaluation samples: the first ``problems`` of ``benchmark`` at
     ``EVAL_SEED`` (a Countdown split or a real benchmark; 0: all of a real one)."""
-    load = load_real_benchmark if benchmark in REAL_BENCHMARKS else load_benchmark
-    return load(benchmark, problems, seed=EVAL_SEED)
+    return benchmark_problems(benchmark, problems, EVAL_SEED)
 
 
 def judge(benchmark: str, dataset: Dataset, texts: list[list[str]]) -> list[int]:

@@ -31,7 +31,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from psnlib.replication.claim import NOT_RUN, Claim, NotRun
 from psnlib.replication.claim_stats import seed_means
@@ -56,6 +55,7 @@ from psnlib.replication.summaries import AVERAGE, with_average
 from psnlib.replication.verdicts import (
     headroom_scaled,
     minimum_detectable_effect,
+    paired_t_interval,
     standard_error,
     verdict,
 )
@@ -90,11 +90,6 @@ def _bootstrap(both: pd.DataFrame, seed: int = 0) -> tuple[float, float]:
     tail = 100 * (1 - LEVEL) / 2
     lo, hi = np.percentile(means, [tail, 100 - tail])
     return float(lo), float(hi)
-
-
-def _t_interval(d: np.ndarray) -> tuple[float, float]:
-    half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return float(d.mean() - half), float(d.mean() + half)
 
 
 def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
@@ -193,7 +188,7 @@ def check_claim(
     if measured.interval is not None:
         lo, hi = measured.interval
     elif len(d) > 1:
-        lo, hi = _t_interval(d)
+        lo, hi = paired_t_interval(d)
     elif both is None or stat.per_seed is not seed_means:  # the bootstrap resamples a mean
         lo = hi = float("nan")
     else:

@@ -9,12 +9,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from psnlib.metrics import aggregate_seeds, solved_only_by
 from psnlib.replication.claim_stats import PASS_AT_1, PASS_AT_MAX, Statistic, number
 from psnlib.replication.profiles import Profile
-from psnlib.replication.verdicts import LEVEL  # the level of every interval: 0.95
+from psnlib.replication.verdicts import LEVEL, paired_t_interval  # LEVEL: 0.95
 
 AVERAGE = "average"  # the benchmark name of the mean over benchmarks
 ONE_SEED = "one seed: exploratory, no interval"  # the note of a difference from a single seed
@@ -295,7 +294,7 @@ def difference_intervals(per_seed: pd.DataFrame, level: float = LEVEL) -> pd.Dat
         d = t["difference"].to_numpy(dtype=float)
         n = len(d)
         sd = float(d.std(ddof=1)) if n > 1 else float("nan")
-        half = stats.t.ppf((1 + level) / 2, n - 1) * sd / np.sqrt(n) if n > 1 else float("nan")
+        lo, hi = paired_t_interval(d, level)
         rows.append(
             {
                 "policy": policy,
@@ -307,8 +306,8 @@ def difference_intervals(per_seed: pd.DataFrame, level: float = LEVEL) -> pd.Dat
                 "reference_value": float(t["reference_value"].mean()),
                 "mean": float(d.mean()),
                 "sd": sd,
-                "lo": float(d.mean() - half),
-                "hi": float(d.mean() + half),
+                "lo": lo,
+                "hi": hi,
                 "note": ONE_SEED if n == 1 else f"paired t over {n} seeds",
             }
         )

@@ -112,6 +112,16 @@ def headroom_scaled(effect: float, theirs_here: float, theirs_paper: float) -> f
     return effect * (100.0 - theirs_here) / (100.0 - theirs_paper)
 
 
+def paired_t_interval(d: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """The paired t-interval ``mean(d) +/- t_{(1 + level) / 2, n - 1} * sd(d) / sqrt(n)`` of the
+    n per-seed differences ``d`` (module doc); NaN ends for fewer than two."""
+    n = len(d)
+    if n < 2:
+        return math.nan, math.nan
+    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    return float(d.mean()) - half, float(d.mean()) + half
+
+
 def _t_crit(seeds: int) -> float:
     return float(stats.t.ppf(0.5 + LEVEL / 2, seeds - 1))
 
