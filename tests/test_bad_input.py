@@ -25,7 +25,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from psnlib import evaluate, sampling
 from psnlib.evaluate import evaluate_policy
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.replication import cli, experiments, notebook, pretrain, reproduce, runs
+from psnlib.replication import cli, experiments, model_checks, notebook, pretrain, reproduce, runs
 from psnlib.replication.cli import main
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.profiles import get_profile
@@ -392,7 +392,7 @@ def test_a_missing_local_model_is_not_taken_for_a_hub_id(no_work, monkeypatch, c
     """``runs/nosuch`` has one slash, like 'org/name'; ``runs/`` is here, so it is a path."""
     monkeypatch.chdir(no_work)
     (no_work / "runs").mkdir()
-    monkeypatch.setattr(cli, "ask_hub", did_work)
+    monkeypatch.setattr(model_checks, "ask_hub", did_work)
     argv = ["train", "--profile", "smoke", "--model", "runs/nosuch"]
     fails(argv, r"--model 'runs/nosuch': no such model directory \(runs/ is a local dir", capsys)
     fails([*argv[:-1], str(a_file(no_work))], r"a_file': no such model directory", capsys)
@@ -423,7 +423,7 @@ def test_a_hub_id_that_cannot_be_loaded_fails_at_once(hub, message, no_work, mon
         response = SimpleNamespace(headers={}, request=None)
         raise RepositoryNotFoundError("404 Repository Not Found", response=response)
 
-    monkeypatch.setattr(cli, "ask_hub", ask)
+    monkeypatch.setattr(model_checks, "ask_hub", ask)
     if hub == "offline":
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()
@@ -433,7 +433,8 @@ def test_a_hub_id_that_cannot_be_loaded_fails_at_once(hub, message, no_work, mon
 
 def test_a_profiles_hub_base_policy_is_checked_too(no_work, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(cli.huggingface_hub, "try_to_load_from_cache", lambda *a, **k: None)
+    hub = model_checks.huggingface_hub
+    monkeypatch.setattr(hub, "try_to_load_from_cache", lambda *a, **k: None)
     message = r"profile 'paper''s base policy 'Qwen/Qwen2\.5-Math-7B' is not a local directory"
     fails(["train", "--profile", "paper", "--output_dir", str(no_work / "run")], message, capsys)
 

@@ -14,7 +14,7 @@ from accelerate.commands.launch import launch_command_parser
 from safetensors.torch import load_file
 
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.replication import cli
+from psnlib.replication import model_checks
 from psnlib.replication.cli import main, parse_train, plan_train
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.runs import rl_config
@@ -36,7 +36,7 @@ def test_only_the_trainer_settings_given_become_overrides(tmp_path):
 
 
 def test_train_resolves_profile_then_arm_then_command_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "ask_hub", lambda name: None)  # the hub says that org/m exists
+    monkeypatch.setattr(model_checks, "ask_hub", lambda name: None)  # the hub: org/m exists
     run = plan_train(
         ["--profile", "smoke", "--arm", "psn", "--output_dir", str(tmp_path), "--sigma", "0.02"]
         + ["--noise_targets", "mlp", "attn", "--seed", "1"]

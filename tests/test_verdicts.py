@@ -15,6 +15,7 @@ from psnlib.replication.verdicts import (
     power,
     seeds_needed,
     standard_error,
+    t_quantile,
     verdict,
 )
 
@@ -106,6 +107,14 @@ def test_standard_error_inverts_the_t_interval():
     se = d.std(ddof=1) / 2
     half = stats.t.ppf(0.975, 3) * se
     assert standard_error(d.mean() - half, d.mean() + half, 4) == pytest.approx(se)
+
+
+@pytest.mark.parametrize(
+    ("seeds", "level", "table"), [(4, 0.95, 3.182), (16, 0.95, 2.131), (8, 0.9, 1.895)]
+)
+def test_t_quantile_is_the_two_sided_students_t_of_the_tables(seeds, level, table):
+    # printed t tables, 3 decimals: t_{0.975, 3}, t_{0.975, 15}, t_{0.95, 7}
+    assert t_quantile(seeds, level) == pytest.approx(table, abs=5e-4)
 
 
 @pytest.mark.parametrize("n", [200, 2000])

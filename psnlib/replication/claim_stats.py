@@ -58,11 +58,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from psnlib.metrics import pass_at_k, solved_only
 from psnlib.replication.profiles import Profile
-from psnlib.replication.verdicts import LEVEL
+from psnlib.replication.verdicts import t_quantile
 
 DIGITS = {"problems": 0, "nats": 3}  # decimals shown per unit; 1 for the others
 
@@ -249,7 +248,7 @@ def frontier_interval(
     keep = ~np.eye(n, dtype=bool)  # row i: every seed but i
     loo = np.array([frontier_differences(*(a[keep[i]] for a in arrays)).mean() for i in range(n)])
     se = float(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
-    half = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1)) * se
+    half = t_quantile(n) * se
     return theta - half, theta + half
 
 

@@ -26,32 +26,23 @@ honour (``UNSUPPORTED``).
 from __future__ import annotations
 
 import argparse
-import difflib
-import enum
 import json
-import numbers
-import os
-import re
 import sys
-import types
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import huggingface_hub
 import torch
-import yaml
-from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+from transformers import AutoModelForCausalLM
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import TrlParser
 
 from psnlib import sampling
 from psnlib.io import Busy, check_data_dir, check_writable, read_json
-from psnlib.models import HUB_ID, load_policy, tiny_policy
+from psnlib.models import load_policy, tiny_policy
 from psnlib.noise import target_parameters
+from psnlib.replication.cli_config import make_parser, read_config_file
 from psnlib.replication.evaluation import evaluate_benchmarks
+from psnlib.replication.model_checks import check_model, check_model_dir
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.replication.runs import ARMS, RUN_FILE, Run, train_run
 from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names
@@ -60,7 +51,6 @@ from psnlib.trainer import PSNGRPOConfig
 from psnlib.trainer.checkpoints import CheckpointError
 
 COMMANDS = ("train", "eval")
-HUB_TIMEOUT = 10.0  # seconds to wait for the hub to say whether a model id exists
 # TRL options that psnlib train would accept and silently not honour, and why.
 UNSUPPORTED = {
     "trust_remote_code": "psnlib loads the policy itself and never runs a model's remote code",
@@ -123,100 +113,6 @@ class EvalArguments:
     )
 
 
-def check_model_dir(path: str | os.PathLike, what: str = "--model") -> PretrainedConfig:
-    """The model config of a policy directory: it must hold a config.json that transformers
-    reads, weights (``*.safetensors``) and a tokenizer; else a ValueError naming it."""
-    path = Path(path)
-    needs = "pass a model directory (config.json, *.safetensors and a tokenizer)"
-    config = path / "config.json"
-    if not config.is_file():
-        raise ValueError(f"{what} {str(path)!r} is a directory without config.json; {needs}")
-    try:
-        settings = json.loads(config.read_text())
-    except (ValueError, OSError) as err:
-        raise ValueError(f"{what} {str(path)!r}: {config.name} is not valid JSON ({err})") from err
-    if not isinstance(settings, dict) or "model_type" not in settings:
-        raise ValueError(f"{what} {str(path)!r}: {config.name} names no model_type; {needs}")
-    if not [*path.glob("*.safetensors"), *path.glob("*.bin")]:
-        raise ValueError(f"{what} {str(path)!r} holds no weights (*.safetensors); {needs}")
-    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
-        raise ValueError(f"{what} {str(path)!r} holds no tokenizer (tokenizer.json); {needs}")
-    try:
-        return AutoConfig.from_pretrained(path)
-    except (ValueError, OSError, KeyError) as err:
-        first = (str(err).strip() or type(err).__name__).splitlines()[0]
-        raise ValueError(
-            f"{what} {str(path)!r}: transformers cannot read its config ({first})"
-        ) from err
-
-
-def _offline() -> bool:
-    """Whether the hub is off (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``, now or at import)."""
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return huggingface_hub.constants.is_offline_mode() or any(
-        str(flag).upper() in ("1", "ON", "YES", "TRUE") for flag in flags
-    )
-
-
-def ask_hub(name: str) -> None:
-    """Raise if the hub does not answer that model ``name`` exists (``HfApi.model_info``, one
-    request with a timeout, no retries)."""
-    huggingface_hub.HfApi().model_info(name, timeout=HUB_TIMEOUT)
-
-
-def check_hub_id(name: str, what: str = "--model") -> None:
-    """A hub id that is neither in the local hub cache nor on a reachable hub is a ValueError
-    naming it, at once: transformers would retry for about a minute. An id in the cache while
-    the hub is unreachable is loaded from the cache (offline mode is turned on)."""
-    cached = isinstance(huggingface_hub.try_to_load_from_cache(name, "config.json"), str)
-    local = "or pass a local model directory"
-    if _offline():
-        if not cached:
-            raise ValueError(
-                f"{what} {name!r} is not a local directory and not in the hub cache, and "
-                f"HF_HUB_OFFLINE is set; download it first (hf download {name}) {local}"
-            )
-        return
-    try:
-        ask_hub(name)
-    except GatedRepoError:
-        return  # it exists; loading it needs a token, which the load will ask for
-    except RepositoryNotFoundError as err:
-        raise ValueError(f"{what} {name!r}: no such model on the hub, {local}") from err
-    except Exception as err:  # DNS, connection, timeout or server errors: the hub is not there
-        if not cached:
-            raise ValueError(
-                f"{what} {name!r} is not in the hub cache and the hub cannot be reached "
-                f"({type(err).__name__}); connect, {local}"
-            ) from err
-        os.environ["HF_HUB_OFFLINE"] = "1"  # the cached copy, without a minute of retries
-        huggingface_hub.constants.HF_HUB_OFFLINE = True
-
-
-def check_model(name: str | None, what: str = "--model") -> str | None:
-    """``name`` if it is None, a model directory (``check_model_dir``) or a hub id that exists
-    (``check_hub_id``); a path that does not exist (``./x``, ``/x``, ``x/y/z``, or ``runs/x``
-    where ``runs/`` is a local directory), an empty name or one that is no hub id is an error
-    naming it."""
-    if name is None:
-        return name
-    if not name.strip():
-        raise ValueError(f"{what} is empty; pass a model directory or a hub id 'org/name'")
-    path = Path(name).expanduser()
-    if path.is_dir():
-        check_model_dir(path, what)
-        return name
-    local = Path(path.parts[0]).is_dir() if "/" in name else False
-    if name.startswith((".", "/", "~")) or path.exists() or local or not HUB_ID.fullmatch(name):
-        why = f" ({path.parts[0]}/ is a local directory)" if local else ""
-        raise ValueError(
-            f"{what} {name!r}: no such model directory{why}; pass a directory holding "
-            "config.json and *.safetensors, or a hub id 'org/name'"
-        )
-    check_hub_id(name, what)
-    return name
-
-
 def check_noise_targets(profile: Profile, config: PSNGRPOConfig) -> None:
     """Each of ``config.noise_targets`` must match a parameter of the policy to train; checked on
     a weightless copy (the meta device) of the profile's base policy, a tiny one or a local
@@ -232,98 +128,6 @@ def check_noise_targets(profile: Profile, config: PSNGRPOConfig) -> None:
     target_parameters(model, config.noise_config().targets)
 
 
-def make_parser(dataclass_types: list[type], prog: str) -> TrlParser:
-    """TRL's parser, whose errors (an unknown or misspelled option, a bad value) raise a
-    one-line ValueError, with the closest option names, instead of printing the usage."""
-    parser = TrlParser(dataclass_types, prog=prog)
-
-    def error(message: str) -> None:
-        unknown = re.findall(r"(--?[\w-]+)", message.partition("arguments:")[2])
-        options = [o for action in parser._actions for o in action.option_strings]
-        close = [m for u in unknown for m in difflib.get_close_matches(u, options, n=2)]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ValueError(f"{message}{hint}; see {prog} --help")
-
-    parser.error = error
-    return parser
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether a value read from YAML has the type ``hint`` of its field (an int is a float, a
-    bool is neither; a type not known here takes anything)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, arg) for arg in args)
-    if origin is typing.Literal:
-        return value in args
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    if hint is dict or origin is dict:
-        return isinstance(value, dict)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint in (int, float):
-        kind = numbers.Integral if hint is int else numbers.Real
-        return isinstance(value, kind) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return value in {member.value for member in hint}
-    return True
-
-
-def _type_name(hint: Any) -> str:
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
-
-
-def check_config_types(parser: TrlParser, config: dict[str, Any], path: str) -> None:
-    """Each value of a ``--config`` file must have its field's type; a string is left to the
-    argument's own parser (YAML reads ``1e-5`` as one), as on the command line."""
-    hints = {}
-    for kind in parser.dataclass_types:
-        resolved = typing.get_type_hints(kind)
-        hints.update({f.name: resolved[f.name] for f in fields(kind)})
-    for key, value in config.items():
-        if key in hints and not isinstance(value, str) and not _fits(value, hints[key]):
-            raise ValueError(
-                f"--config {path}: {key}: {value!r} is not of type {_type_name(hints[key])}"
-            )
-
-
-def _read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
-    """TRL's ``--config file.yaml``: its ``env`` mapping sets environment variables and every
-    other key becomes the default of its argument (each of its field's type). Returns ``args``
-    without the option."""
-    if "--config" not in args:
-        return args
-    at = args.index("--config")
-    if at + 1 == len(args):
-        raise ValueError("--config needs a YAML file")
-    path, args = args[at + 1], args[:at] + args[at + 2 :]
-    try:
-        config = yaml.safe_load(Path(path).read_text())
-    except OSError as err:
-        raise ValueError(f"--config {path}: cannot read it ({err.strerror})") from err
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where else ""
-        raise ValueError(f"--config {path}: not valid YAML{line}") from err
-    if not isinstance(config, dict):
-        raise ValueError(f"--config {path}: expected a YAML mapping of argument names to values")
-    env = config.pop("env", {})
-    if not isinstance(env, dict):
-        raise ValueError(f"--config {path}: env: {env!r} is not a mapping of variables to values")
-    check_config_types(parser, config, path)
-    for key, value in env.items():
-        os.environ[key] = str(value)
-    unknown = parser.set_defaults_with_config(**config)
-    if unknown:
-        raise ValueError(f"--config {path}: unknown arguments {unknown[::2]}")
-    return args
-
-
 def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
     """The run's arguments, and the ``PSNGRPOConfig`` fields that were given (and only those:
     the others come from the profile and the arm)."""
@@ -332,7 +136,7 @@ def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
     for action in parser._actions:
         if action.dest not in own:
             action.default = argparse.SUPPRESS  # absent from the namespace unless given
-    given = vars(parser.parse_args(_read_config_file(parser, args)))
+    given = vars(parser.parse_args(read_config_file(parser, args)))
     unsupported = [name for name in UNSUPPORTED if name in given]
     if unsupported:
         reasons = "; ".join(f"--{name}: {UNSUPPORTED[name]}" for name in unsupported)
@@ -458,7 +262,7 @@ def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]
     # value)
     flags = ("--use_vllm", "--use-vllm")
     args = [x for i, a in enumerate(args) for x in ([a, "true"] if _bare(args, i, flags) else [a])]
-    script = EvalArguments(**vars(parser.parse_args(_read_config_file(parser, args))))
+    script = EvalArguments(**vars(parser.parse_args(read_config_file(parser, args))))
     profile = get_profile(script.profile)
     benchmarks = _check_benchmarks(profile, script.benchmarks)
     if not Path(script.model, "config.json").is_file():

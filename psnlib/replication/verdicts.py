@@ -118,24 +118,26 @@ def paired_t_interval(d: np.ndarray, level: float = LEVEL) -> tuple[float, float
     n = len(d)
     if n < 2:
         return math.nan, math.nan
-    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    half = t_quantile(n, level) * float(d.std(ddof=1)) / math.sqrt(n)
     return float(d.mean()) - half, float(d.mean()) + half
 
 
-def _t_crit(seeds: int) -> float:
-    return float(stats.t.ppf(0.5 + LEVEL / 2, seeds - 1))
+def t_quantile(seeds: int, level: float = LEVEL) -> float:
+    """``t_{(1 + level) / 2, seeds - 1}``: the Student t quantile of a two-sided ``level``
+    interval over ``seeds`` paired seeds (every interval over seeds here uses it)."""
+    return float(stats.t.ppf((1 + level) / 2, seeds - 1))
 
 
 def standard_error(lo: float, hi: float, seeds: int) -> float:
     """``se`` of a paired t-interval ``[lo, hi]`` over ``seeds`` seeds: half its width over
     ``t_{0.975, n-1}``."""
-    return (hi - lo) / 2 / _t_crit(seeds)
+    return (hi - lo) / 2 / t_quantile(seeds)
 
 
 def power(delta: float, se: float, seeds: int) -> float:
     """Probability that the two-sided paired t-test over ``seeds`` seeds rejects 0 when the true
     difference is ``delta`` and the standard error ``se``."""
-    df, nc, t = seeds - 1, delta / se, _t_crit(seeds)
+    df, nc, t = seeds - 1, delta / se, t_quantile(seeds)
     far_tail = np.nan_to_num(stats.nct.cdf(-t, df, nc))  # ~0, and nan from scipy at large nc
     return float(stats.nct.sf(t, df, nc) + far_tail)
 
@@ -147,7 +149,7 @@ def minimum_detectable_effect(se: float, seeds: int, target: float = POWER) -> f
         return float("nan")
     if se == 0:
         return 0.0
-    upper = se * (_t_crit(seeds) + 1)
+    upper = se * (t_quantile(seeds) + 1)
     while power(upper, se, seeds) < target:  # power grows with delta: widen until bracketed
         upper *= 2
     return float(optimize.brentq(lambda d: power(d, se, seeds) - target, 0.0, upper))

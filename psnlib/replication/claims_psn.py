@@ -1,0 +1,442 @@
+"""The PSN paper's claims (arXiv 2602.02555), with the numbers it reports: PSN against GRPO
+(the write-up's PSN and the released code's), its ablations, PSN against the exploration
+baselines, the premise (noise against temperature), out-of-distribution transfer, coverage and
+consistency. One ``psnlib.replication.claim.Claim`` each; ``psnlib.replication.claims.CLAIMS``
+puts them in RESULTS.md's order.
+"""
+
+from __future__ import annotations
+
+from psnlib.replication.claim import (
+    CHOSEN_SIGMA,
+    LARGEST_SIGMA,
+    RAISED_TEMPERATURE,
+    SMALLEST_SIGMA,
+    Claim,
+    entropy_bonus_at,
+    on_other_model,
+)
+from psnlib.replication.claim_stats import (
+    DIVERSITY,
+    PASS_AT_1,
+    PASS_AT_EQUAL_PASS_1,
+    PASS_AT_MAX,
+    SOLVED_ONLY,
+    STEP_VALIDITY,
+    THROUGHPUT,
+)
+from psnlib.replication.experiments import (
+    GRPO,
+    GRPO_PASSK,
+    PSN,
+    PSN_ALL_LAYERS,
+    PSN_ATTENTION,
+    PSN_DIV,
+    PSN_KL,
+    PSN_NO_TIS,
+    PSN_PASSK,
+    PSN_RELEASED,
+    PSN_STEP,
+    across_models,
+    adaptive_scheduler,
+    coverage,
+    exploration_baselines,
+    main_results,
+    noise_site,
+    ood,
+    passk_training,
+    released_code,
+    released_code_ablation,
+    sigma_sweep,
+    tis_ablation,
+)
+from psnlib.replication.premise import MATCHED_TEMPERATURE, SAMPLING_NOISE, premise
+from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR
+
+PSN_BENCHMARKS = "avg. of AIME24/25, AMC23, OlympiadBench, Minerva"
+PSN_AVG = f"{PSN_BENCHMARKS}, Qwen2.5-Math-7B"
+FRONTIER = (
+    "ours: the difference from GRPO's pass@1 -> pass@256 frontier across seeds "
+    "(psnlib.replication.claim_stats: pass@256 moved along GRPO's least-squares line to its pass@1)"
+)
+RELEASED = (
+    "reported for Variant II, which the released code does not implement: its runs draw the "
+    "noise once per step on every parameter and steer it by Variant I (KL target 0.003)"
+)
+BASELINE = (
+    "not compared in the paper, whose premise is that parameter noise explores where "
+    "token-level randomness does not (the released run itself adds an entropy bonus of 0.001); "
+    "each baseline's setting is chosen by the rule stated in psnlib.replication.profiles"
+)
+ABLATION = (
+    "from the paper's text to its released code, one change at a time; the direction: the "
+    "code's change helps (the paper's numbers come from the code); no number reported"
+)
+BASELINES_NOTEBOOK = "16_exploration_baselines"
+PSN_CLAIMS = (
+    Claim(
+        "PSN raises pass@256",
+        f"PSN fixed 76.94 vs GRPO 74.7 pass@256 ({PSN_AVG})",
+        main_results,
+        PSN,
+        GRPO,
+        notebook="03_main_results",
+        effect=76.94 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "PSN raises pass@256 at equal pass@1",
+        f"PSN fixed 76.94 vs GRPO 74.7 pass@256 at pass@1 'about the same' ({PSN_AVG}); {FRONTIER}",
+        main_results,
+        PSN,
+        GRPO,
+        PASS_AT_EQUAL_PASS_1,
+        notebook="03_main_results",
+        effect=76.94 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "... at about equal pass@1",
+        "pass@1 'about the same' (no number given); ours: within +/- 10% of GRPO's",
+        main_results,
+        PSN,
+        GRPO,
+        PASS_AT_1,
+        direction=EQUIVALENT,
+        notebook="03_main_results",
+        margin=0.1,
+    ),
+    Claim(
+        "Adaptive PSN raises pass@256",
+        f"PSN adaptive II 79.5 vs GRPO 74.7 pass@256 ({PSN_AVG})",
+        main_results,
+        PSN_DIV,
+        GRPO,
+        notebook="03_main_results",
+        effect=79.5 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "Adaptive PSN raises pass@256 at equal pass@1",
+        f"PSN adaptive II 79.5 vs GRPO 74.7 pass@256 at pass@1 'about the same' ({PSN_AVG}); "
+        f"{FRONTIER}",
+        main_results,
+        PSN_DIV,
+        GRPO,
+        PASS_AT_EQUAL_PASS_1,
+        notebook="03_main_results",
+        effect=79.5 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "The released code's PSN raises pass@256",
+        f"PSN adaptive 79.5 vs GRPO 74.7 pass@256 ({PSN_AVG}), {RELEASED}",
+        released_code,
+        PSN_RELEASED,
+        GRPO,
+        notebook="03_main_results",
+        effect=79.5 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "The released code's PSN raises pass@256 at equal pass@1",
+        f"PSN adaptive 79.5 vs GRPO 74.7 pass@256 at pass@1 'about the same' ({PSN_AVG}), "
+        f"{RELEASED}; {FRONTIER}",
+        released_code,
+        PSN_RELEASED,
+        GRPO,
+        PASS_AT_EQUAL_PASS_1,
+        notebook="03_main_results",
+        effect=79.5 - 74.7,
+        paper_theirs=74.7,
+    ),
+    Claim(
+        "PSN raises pass@256 on a second base model",
+        f"Qwen3-4B-Base: GRPO 70.70 vs PSN fixed 74.56 pass@256 ({PSN_BENCHMARKS}); ours: the "
+        "profile's first other base policy",
+        across_models,
+        on_other_model(PSN, 1),
+        on_other_model(GRPO, 1),
+        notebook="03_main_results",
+        effect=74.56 - 70.70,
+        paper_theirs=70.70,
+    ),
+    Claim(
+        "PSN raises pass@256 on a third base model",
+        f"Llama-3.1-8B: GRPO 39.56 vs PSN fixed 49.92 pass@256 ({PSN_BENCHMARKS}); ours: the "
+        "profile's second other base policy",
+        across_models,
+        on_other_model(PSN, 2),
+        on_other_model(GRPO, 2),
+        notebook="03_main_results",
+        effect=49.92 - 39.56,
+        paper_theirs=39.56,
+    ),
+    Claim(
+        "Variant II costs at most ~8% throughput",
+        "Variant II's two clean samples per prompt cost ~8% throughput vs fixed sigma; ours: "
+        "training steps per CPU minute at most 8% below PSN fixed's (one-sided: "
+        "non-inferiority)",
+        main_results,
+        PSN_DIV,
+        PSN,
+        THROUGHPUT,
+        direction=NONINFERIOR,
+        notebook="03_main_results",
+        margin=0.08,
+    ),
+    Claim(
+        "Adaptive beats fixed sigma",
+        f"79.5 vs 76.94 pass@256 ({PSN_AVG})",
+        main_results,
+        PSN_DIV,
+        PSN,
+        notebook="03_main_results",
+        effect=79.5 - 76.94,
+        paper_theirs=76.94,
+    ),
+    Claim(
+        "TIS is needed",
+        f"PSN with TIS 76.94 vs without 74.33 pass@256 ({PSN_AVG})",
+        tis_ablation,
+        PSN,
+        PSN_NO_TIS,
+        PASS_AT_MAX,
+        "all",
+        notebook="04_tis_ablation",
+        effect=76.94 - 74.33,
+        paper_theirs=74.33,
+    ),
+    Claim(
+        "Without TIS, PSN falls below GRPO",
+        f"GRPO 74.7 vs PSN without TIS 74.33 pass@256 ({PSN_AVG})",
+        tis_ablation,
+        GRPO,
+        PSN_NO_TIS,
+        PASS_AT_MAX,
+        "all",
+        notebook="04_tis_ablation",
+        effect=74.7 - 74.33,
+        paper_theirs=74.33,
+    ),
+    Claim(
+        "Variant I (KL target) raises pass@256",
+        "the released code's scheduler (KL target 0.003-0.005); no number in our sources",
+        adaptive_scheduler,
+        PSN_KL,
+        GRPO,
+        PASS_AT_MAX,
+        "all",
+        notebook="07_adaptive_scheduler",
+    ),
+    Claim(
+        "Variant II beats Variant I",
+        "Variant II (similarity and self-certainty) is the paper's proposal; Variant I (KL "
+        "target) is what the released code runs; no comparison reported",
+        adaptive_scheduler,
+        PSN_DIV,
+        PSN_KL,
+        PASS_AT_MAX,
+        "all",
+        notebook="07_adaptive_scheduler",
+    ),
+    Claim(
+        "The chosen sigma beats a smaller one",
+        "sigma sweep: a moderate sigma (0.004 in the released run) is the paper's choice "
+        "(numbers of the sweep not in our sources); ours: the profile's sigma vs the sweep's "
+        "smallest",
+        sigma_sweep,
+        CHOSEN_SIGMA,
+        SMALLEST_SIGMA,
+        PASS_AT_MAX,
+        "all",
+        notebook="06_sigma_sweep",
+    ),
+    Claim(
+        "The chosen sigma beats a larger one",
+        "sigma sweep: a moderate sigma (0.004 in the released run) is the paper's choice "
+        "(numbers of the sweep not in our sources); ours: the profile's sigma vs the sweep's "
+        "largest",
+        sigma_sweep,
+        CHOSEN_SIGMA,
+        LARGEST_SIGMA,
+        PASS_AT_MAX,
+        "all",
+        notebook="06_sigma_sweep",
+    ),
+    Claim(
+        "Per-step MLP noise raises pass@256",
+        f"the released code draws one noise sample per training step, the text one per "
+        f"trajectory; ours: per-step noise on the MLP (the scope alone) vs GRPO; {ABLATION}",
+        released_code_ablation,
+        PSN_STEP,
+        GRPO,
+        PASS_AT_MAX,
+        "all",
+        notebook="06_sigma_sweep",
+    ),
+    Claim(
+        "Per-step noise beats per-rollout noise",
+        f"one noise sample per training step in the released code, per trajectory in the "
+        f"paper's text; ours: per-step vs per-rollout MLP noise at the same sigma; {ABLATION}",
+        released_code_ablation,
+        PSN_STEP,
+        PSN,
+        PASS_AT_MAX,
+        "all",
+        notebook="06_sigma_sweep",
+    ),
+    Claim(
+        "Every parameter and Variant I add to per-step noise",
+        f"the released code perturbs every parameter (not the MLP) and steers sigma by Variant "
+        f"I; ours: the released code's PSN vs per-step MLP noise at fixed sigma (both changes "
+        f"at once); {ABLATION}",
+        released_code_ablation,
+        PSN_RELEASED,
+        PSN_STEP,
+        PASS_AT_MAX,
+        "all",
+        notebook="06_sigma_sweep",
+    ),
+    Claim(
+        "PSN fixed beats a raised rollout temperature",
+        f"{BASELINE}; ours: GRPO at a raised rollout temperature",
+        exploration_baselines,
+        PSN,
+        RAISED_TEMPERATURE,
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "PSN fixed beats the first entropy bonus",
+        f"{BASELINE}; ours: GRPO with the profile's first entropy bonus",
+        exploration_baselines,
+        PSN,
+        entropy_bonus_at(1),
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "PSN fixed beats the second entropy bonus",
+        f"{BASELINE}; ours: GRPO with the profile's second entropy bonus",
+        exploration_baselines,
+        PSN,
+        entropy_bonus_at(2),
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "The released code's PSN beats a raised rollout temperature",
+        f"{BASELINE}; ours: GRPO at a raised rollout temperature",
+        exploration_baselines,
+        PSN_RELEASED,
+        RAISED_TEMPERATURE,
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "The released code's PSN beats the first entropy bonus",
+        f"{BASELINE}; ours: GRPO with the profile's first entropy bonus",
+        exploration_baselines,
+        PSN_RELEASED,
+        entropy_bonus_at(1),
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "The released code's PSN beats the second entropy bonus",
+        f"{BASELINE}; ours: GRPO with the profile's second entropy bonus",
+        exploration_baselines,
+        PSN_RELEASED,
+        entropy_bonus_at(2),
+        notebook=BASELINES_NOTEBOOK,
+    ),
+    Claim(
+        "Noise beats temperature at equal pass@1",
+        "the premise of PSN: noise in parameter space reaches what token-level sampling "
+        "randomness does not (no comparison at equal pass@1 reported); ours: sampling-time noise "
+        "on each GRPO checkpoint vs clean sampling at the temperature matched to its pass@1, "
+        "main benchmark, paired over the checkpoints",
+        premise,
+        SAMPLING_NOISE,
+        MATCHED_TEMPERATURE,
+        PASS_AT_MAX,
+        "all",
+        notebook="01b_regime",
+    ),
+    Claim(
+        "MLP noise beats attention noise",
+        "MLP the best site in the ablation (numbers not in our sources)",
+        noise_site,
+        PSN,
+        PSN_ATTENTION,
+        PASS_AT_MAX,
+        "all",
+        notebook="05_noise_site",
+    ),
+    Claim(
+        "MLP noise beats noise on all weights",
+        "MLP the best site in the ablation (numbers not in our sources)",
+        noise_site,
+        PSN,
+        PSN_ALL_LAYERS,
+        PASS_AT_MAX,
+        "all",
+        notebook="05_noise_site",
+    ),
+    Claim(
+        "PSN adds to Pass@k training",
+        f"Pass@k training 76.37 -> + PSN 79.12 pass@256 ({PSN_AVG})",
+        passk_training,
+        PSN_PASSK,
+        GRPO_PASSK,
+        PASS_AT_MAX,
+        "all",
+        notebook="08_passk_training",
+        effect=79.12 - 76.37,
+        paper_theirs=76.37,
+    ),
+    Claim(
+        "PSN transfers out of distribution",
+        "PSN better on GPQA-Diamond and LiveCodeBench (trained on math only)",
+        ood,
+        PSN_DIV,
+        GRPO,
+        PASS_AT_MAX,
+        "ood",
+        notebook="13_ood",
+    ),
+    Claim(
+        "PSN fixed transfers out of distribution",
+        "PSN better on GPQA-Diamond and LiveCodeBench (trained on math only)",
+        ood,
+        PSN,
+        GRPO,
+        PASS_AT_MAX,
+        "ood",
+        notebook="13_ood",
+    ),
+    Claim(
+        "More problems solved only by PSN",
+        "problems of AIME24 solved by PSN, never by GRPO in 300 samples",
+        coverage,
+        PSN_DIV,
+        GRPO,
+        SOLVED_ONLY,
+        notebook="11_coverage_diversity",
+    ),
+    Claim(
+        "PSN responses are more diverse",
+        "PSN-GRPO restores some semantic diversity of responses vs GRPO (no number in our "
+        "sources); ours: 1 - mean lexical similarity of random pairs of a problem's samples",
+        coverage,
+        PSN_DIV,
+        GRPO,
+        DIVERSITY,
+        notebook="11_coverage_diversity",
+    ),
+    Claim(
+        "PSN responses are more self-consistent",
+        "higher ReCEval-style step consistency",
+        coverage,
+        PSN_DIV,
+        GRPO,
+        STEP_VALIDITY,
+        notebook="12_self_consistency",
+    ),
+)

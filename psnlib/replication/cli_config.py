@@ -1,0 +1,111 @@
+"""The command line's parsing: TRL's ``TrlParser`` with one-line errors (``make_parser``) and
+TRL's ``--config file.yaml``, each value checked against its field's type before any work
+(``read_config_file``)."""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import numbers
+import os
+import re
+import types
+import typing
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+from trl import TrlParser
+
+
+def make_parser(dataclass_types: list[type], prog: str) -> TrlParser:
+    """TRL's parser, whose errors (an unknown or misspelled option, a bad value) raise a
+    one-line ValueError, with the closest option names, instead of printing the usage."""
+    parser = TrlParser(dataclass_types, prog=prog)
+
+    def error(message: str) -> None:
+        unknown = re.findall(r"(--?[\w-]+)", message.partition("arguments:")[2])
+        options = [o for action in parser._actions for o in action.option_strings]
+        close = [m for u in unknown for m in difflib.get_close_matches(u, options, n=2)]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ValueError(f"{message}{hint}; see {prog} --help")
+
+    parser.error = error
+    return parser
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read from YAML has the type ``hint`` of its field (an int is a float, a
+    bool is neither; a type not known here takes anything)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):
+        kind = numbers.Integral if hint is int else numbers.Real
+        return isinstance(value, kind) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return value in {member.value for member in hint}
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def check_config_types(parser: TrlParser, config: dict[str, Any], path: str) -> None:
+    """Each value of a ``--config`` file must have its field's type; a string is left to the
+    argument's own parser (YAML reads ``1e-5`` as one), as on the command line."""
+    hints = {}
+    for kind in parser.dataclass_types:
+        resolved = typing.get_type_hints(kind)
+        hints.update({f.name: resolved[f.name] for f in fields(kind)})
+    for key, value in config.items():
+        if key in hints and not isinstance(value, str) and not _fits(value, hints[key]):
+            raise ValueError(
+                f"--config {path}: {key}: {value!r} is not of type {_type_name(hints[key])}"
+            )
+
+
+def read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
+    """TRL's ``--config file.yaml``: its ``env`` mapping sets environment variables and every
+    other key becomes the default of its argument (each of its field's type). Returns ``args``
+    without the option."""
+    if "--config" not in args:
+        return args
+    at = args.index("--config")
+    if at + 1 == len(args):
+        raise ValueError("--config needs a YAML file")
+    path, args = args[at + 1], args[:at] + args[at + 2 :]
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"--config {path}: cannot read it ({err.strerror})") from err
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        raise ValueError(f"--config {path}: not valid YAML{line}") from err
+    if not isinstance(config, dict):
+        raise ValueError(f"--config {path}: expected a YAML mapping of argument names to values")
+    env = config.pop("env", {})
+    if not isinstance(env, dict):
+        raise ValueError(f"--config {path}: env: {env!r} is not a mapping of variables to values")
+    check_config_types(parser, config, path)
+    for key, value in env.items():
+        os.environ[key] = str(value)
+    unknown = parser.set_defaults_with_config(**config)
+    if unknown:
+        raise ValueError(f"--config {path}: unknown arguments {unknown[::2]}")
+    return args
