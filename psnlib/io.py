@@ -1,12 +1,33 @@
-"""Where data lives, and atomic writes (temp file or directory, then rename)."""
+"""Where data lives, and atomic writes (temp file or directory, then rename).
+
+Symbolic links: psnlib follows a link to read a file or directory, and follows the links among the
+directories above whatever it writes (a data directory may live on another disk behind one), but
+it never writes through a link at the path it writes, nor replaces such a link: an atomic write
+(``atomic_write_text``, ``atomic_write_json``, ``atomic_directory``, ``atomic_save``) whose
+destination is a link, a lock file (``exclusive``) that is one, and a damaged cache entry
+(``load_cached``) that is one are refused with ``WriteFailed``, naming the link; ``os.replace``
+would replace the link itself and leave its target stale, and a lock opened through one would
+overwrite its target.
+
+Permissions: what psnlib writes gets the mode an ordinary ``open(path, "w")`` or ``mkdir`` gives
+a new file or directory (0666 or 0777 less the umask, or as a directory's default ACL says), not
+``tempfile``'s private 0600 and 0700, so that a cache shared by a group can be read by it.
+
+Failures: an ``OSError`` of an atomic write (a full disk, a quota, a read-only file system, a
+permission) becomes ``WriteFailed``, one line naming the path, the cause and what to do; no
+partial or temporary file is left, and the file or directory that was there is kept.
+"""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -28,6 +49,61 @@ class Busy(RuntimeError):
     """Another live process holds the lock of a directory (``exclusive``)."""
 
 
+class WriteFailed(OSError):
+    """A file or directory psnlib writes could not be written (a full disk, a quota, a read-only
+    file system, a permission), or would have been written through a symbolic link, which is
+    refused. An ``OSError`` with the cause's ``errno`` and the path as ``filename``; its message
+    (``strerror``, and ``str``) is one line naming the path, the cause and what to do."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+# What to do about the errors of a write.
+_OTHER_THERE = "a file stands where a directory above it should be; remove it or pass another path"
+_REMEDY = {
+    errno.ENOSPC: "free some space on its disk and run again",
+    errno.EDQUOT: "free some of your quota on its disk and run again",
+    errno.EFBIG: "it is larger than the limit on a file's size (ulimit -f, or its file system's)",
+    errno.EROFS: "its file system is mounted read-only; pass a path on a writable one",
+    errno.EACCES: "this user may not write there; fix its permissions or pass a writable path",
+    errno.EPERM: "this user may not write there; fix its permissions or pass a writable path",
+    errno.EISDIR: "a directory is there; remove it or pass another path",
+    errno.ENOTDIR: _OTHER_THERE,
+    errno.EEXIST: _OTHER_THERE,  # from making the directories above it
+}
+
+
+def _failed(path: Path, err: OSError, within: Path | None = None) -> WriteFailed:
+    """``err``, an error writing ``path``, as a ``WriteFailed`` naming ``path``, the cause and
+    what to do; and the file it arose in, where that is in the temp directory ``within``."""
+    cause = (err.strerror or str(err)).lower()
+    if within is not None and err.filename is not None and _inside(err.filename, within):
+        cause += f" (writing {os.path.relpath(os.fsdecode(err.filename), within)})"
+    remedy = _REMEDY.get(err.errno) if err.errno is not None else None
+    there = os.fsdecode(err.filename) if err.filename is not None else None
+    if err.errno == errno.EEXIST and there and os.path.islink(there) and not os.path.exists(there):
+        remedy = (
+            f"{there} is a symbolic link to {os.readlink(there)}, which does not exist; make its "
+            "target or remove the link"
+        )
+    message = f"cannot write {path}: {cause}" + (f"; {remedy}" if remedy else "")
+    return WriteFailed(err.errno, message, str(path))
+
+
+def _refuse_link(
+    path: Path, what: str, remedy: str = "remove the link (or pass its target's path)"
+) -> None:
+    """``WriteFailed`` if ``path`` is a symbolic link: psnlib never writes through one."""
+    if path.is_symlink():
+        raise WriteFailed(
+            errno.ELOOP,
+            f"refusing to write {what} {path}: it is a symbolic link (to {os.readlink(path)}), "
+            f"and psnlib never writes through one; {remedy} and run again",
+            str(path),
+        )
+
+
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, when psnlib runs from one
 _REPO_DATA = ROOT / "data"
 
@@ -47,12 +123,12 @@ def data_dir() -> Path:
 
 def read_json(path: str | os.PathLike, what: str = "cache entry") -> Any | None:
     """The JSON in ``path``; None if the file is missing, or damaged (truncated by a kill, say),
-    with a warning that names the file: a damaged cache entry is recomputed, never fatal. An
-    error reading the file (a permission, a full file table, EIO) is no proof of damage: it
-    propagates."""
+    with a warning that names the file: a damaged cache entry is recomputed, never fatal. It is
+    read as UTF-8, whatever the locale. An error reading the file (a permission, a full file
+    table, EIO) is no proof of damage: it propagates."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_bytes())  # UTF-8 (or -16, -32), whatever the locale
     except FileNotFoundError:
         return None
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -61,29 +137,62 @@ def read_json(path: str | os.PathLike, what: str = "cache entry") -> Any | None:
 
 
 def load_json(path: str | os.PathLike) -> Any:
-    """The JSON in a cache entry's file; ``Damaged`` (naming the file) if it is missing or does
-    not parse. Any other ``OSError`` propagates: it is no proof of damage."""
+    """The JSON in a cache entry's file; ``Damaged`` (naming the file) if it is missing, is a
+    directory, or does not parse. Any other ``OSError`` propagates: it is no proof of damage."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as err:
+        return json.loads(path.read_bytes())  # UTF-8 (or -16, -32), whatever the locale
+    except (FileNotFoundError, NotADirectoryError) as err:
         raise Damaged(f"{path} is missing") from err
+    except IsADirectoryError as err:
+        raise Damaged(f"{path} is a directory, not a file") from err
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Damaged(f"{path} does not parse: {err}") from err
 
 
+def _inside(name: str | bytes | None, directory: Path) -> bool:
+    """Whether the file ``name`` (an ``OSError``'s ``filename``) is ``directory`` or in it."""
+    if name is None:
+        return False
+    file = os.path.abspath(os.fsdecode(name))
+    return os.path.commonpath([file, os.path.abspath(directory)]) == os.path.abspath(directory)
+
+
 def load_cached(path: str | os.PathLike, load: Callable[[Path], T], what: str) -> T | None:
-    """``load(path)`` of a cache entry (a directory), or None if ``load`` raised ``Damaged``:
-    then the entry is removed, with a warning naming it, so that the caller recomputes it. Any
-    other error (a memory shortage, a full file table, a permission) propagates and removes
-    nothing: only proof of damage may delete finished work."""
+    """``load(path)`` of a cache entry (a directory), or None if it is damaged: then the entry
+    is removed, with a warning naming it, so that the caller recomputes it. Damage is ``Damaged``
+    raised by ``load``, a file (anything but a directory) at ``path``, or a directory where the
+    entry should hold a file or the reverse (``IsADirectoryError`` or ``NotADirectoryError``
+    naming a file in it): psnlib writes none of these. Any other error (a memory shortage, a
+    full file table, a permission) propagates and removes nothing: only proof of damage may
+    delete finished work. A damaged entry that is a symbolic link is not removed (psnlib never
+    writes through one): ``WriteFailed`` names it."""
     path = Path(path)
     try:
+        if os.path.lexists(path) and not path.is_dir():
+            raise Damaged(f"{path} is not a directory")
         return load(path)
     except Damaged as err:
-        warnings.warn(f"removing the damaged {what} {path} ({err}); recomputing it", stacklevel=2)
+        damage = str(err)
+    except (IsADirectoryError, NotADirectoryError) as err:
+        if not _inside(err.filename, path):
+            raise
+        kind = "a directory" if isinstance(err, IsADirectoryError) else "not a directory"
+        damage = f"{os.fsdecode(err.filename)} is {kind}"
+    if path.is_symlink():
+        raise WriteFailed(
+            errno.ELOOP,
+            f"refusing to remove the damaged {what} {path} ({damage}): it is a symbolic link (to "
+            f"{os.readlink(path)}), and psnlib never writes through one; remove or repair it and "
+            "run again",
+            str(path),
+        )
+    warnings.warn(f"removing the damaged {what} {path} ({damage}); recomputing it", stacklevel=2)
+    if path.is_dir():
         shutil.rmtree(path, ignore_errors=True)
-        return None
+    else:
+        path.unlink(missing_ok=True)
+    return None
 
 
 def lock_path(directory: str | os.PathLike) -> Path:
@@ -111,13 +220,36 @@ def _record(raw: bytes) -> Any:
         return None
 
 
+def _open_lock(lock: Path) -> int:
+    """A descriptor of the lock file ``lock``, made if missing with the mode ``open`` gives a new
+    file (0666 less the umask), so that a group sharing the directory can take it too.
+    ``WriteFailed`` naming it if it is a symbolic link (never followed: its target would be
+    overwritten), is not a regular file, or cannot be opened for writing."""
+    _refuse_link(lock, "the lock file", "remove the link")
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(lock, flags, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # made a link since the check above
+            _refuse_link(lock, "the lock file", "remove the link")
+        raise _failed(lock, err) from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WriteFailed(
+            errno.EEXIST,
+            f"cannot use the lock file {lock}: it is not a regular file; remove it and run again",
+            str(lock),
+        )
+    return fd
+
+
 def _lock_file(lock: Path) -> int | None:
     """A descriptor of ``lock`` flocked by this process, or None while another process holds it."""
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held, current = os.fstat(fd), os.stat(lock)
+            held, current = os.fstat(fd), os.lstat(lock)
         except BlockingIOError:
             os.close(fd)
             return None
@@ -169,6 +301,12 @@ def check_writable(path: str | os.PathLike, what: str) -> Path:
     ValueError naming it. Checked by creating (and removing) a temporary file in it, or in its
     nearest existing parent: nothing is left behind."""
     path = Path(path)
+    dangling = next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
+    if dangling is not None:
+        raise ValueError(
+            f"{what} {str(path)!r} cannot be made: {str(dangling)!r} is a symbolic link to "
+            f"{os.readlink(dangling)!r}, which does not exist; make its target or remove the link"
+        )
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
         raise ValueError(
@@ -205,7 +343,8 @@ def exclusive(
     command line, which names the owner when the lock is busy: ``Busy`` if ``wait`` is False,
     else a warning, then a poll every ``poll`` seconds until it is free. A lock file left by a
     killed owner is taken over with a warning naming that owner. The file is removed when the
-    block ends."""
+    block ends. A lock file that is a symbolic link is refused (``WriteFailed``), never followed:
+    its target would be overwritten."""
     lock = lock_path(directory)
     check_writable(lock.parent, "the directory of")  # before any work, which would be lost
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -217,17 +356,70 @@ def exclusive(
         os.close(fd)
 
 
+def _temp_name(path: Path) -> Path:
+    """A random hidden name ``.<name>.<8 hex digits>`` beside ``path``."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+
+
+def _temp_file(path: Path) -> tuple[Path, int]:
+    """A new hidden file beside ``path`` (``_temp_name``) and its descriptor, open for writing.
+    Made as ``open`` makes one, 0666 less the umask, which the kernel applies (no thread reads or
+    changes the umask), and never through a symbolic link (``O_EXCL``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = _temp_name(path)
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+
+
+def _temp_directory(path: Path) -> Path:
+    """A new hidden directory beside ``path`` (``_temp_name``), made as ``mkdir`` makes one:
+    0777 less the umask."""
+    while True:
+        tmp = _temp_name(path)
+        try:
+            os.mkdir(tmp, 0o777)
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _check_destination(path: Path, directory: bool) -> None:
+    """``WriteFailed`` unless ``path`` can be replaced by an atomic write: it must not be a
+    symbolic link, nor (for a directory) a file."""
+    _refuse_link(path, "the directory" if directory else "the file")
+    if directory and os.path.lexists(path) and not path.is_dir():
+        raise WriteFailed(
+            errno.ENOTDIR,
+            f"cannot write the directory {path}: a file is there; remove it (or pass another "
+            "path) and run again",
+            str(path),
+        )
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    """Write ``text`` (UTF-8, whatever the locale) to ``path`` via a temp file in the same
+    directory and ``os.replace``. ``WriteFailed`` (naming ``path``) if ``path`` is a symbolic
+    link, or if the write fails (a full disk, say): then no temp file is left and the file that
+    was there is kept."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    _check_destination(path, directory=False)
+    tmp = None
     try:
-        with os.fdopen(fd, "w") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp, fd = _temp_file(path)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
+    except OSError as err:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        raise _failed(path, err) from err
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
     return path
 
@@ -237,23 +429,102 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-@contextmanager
-def atomic_directory(path: str | os.PathLike):
-    """Yield a temp directory that becomes ``path`` only if the block finishes without error."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+# The errors of a block of ``atomic_directory`` that are the disk's, not the block's.
+_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+LOW_SPACE = 64 * 2**20  # free bytes below which a failed directory write is put down to a full disk
+
+
+def _disk_full(path: Path, err: Exception, tmp: Path) -> WriteFailed | None:
+    """``err``, the failure of a block writing the temp directory ``tmp`` of ``path``, as a
+    ``WriteFailed`` naming ``path`` where a full disk (or quota) caused it, though ``err`` is no
+    ``OSError``: its text, or that of its causes, says so (safetensors reports ENOSPC as a
+    ``SafetensorError``), or under ``LOW_SPACE`` bytes are free, ``tmp``'s files still there
+    (torch reports a full disk as ``inline_container.cc: unexpected pos``). Else None."""
+    reason = f"{type(err).__name__}: {(str(err).strip() or '?').splitlines()[0]}"
+    chain: BaseException | None = err
+    for _ in range(8):
+        if chain is None:
+            break
+        for code in (errno.ENOSPC, errno.EDQUOT):
+            if os.strerror(code) in str(chain):
+                cause = f"{os.strerror(code).lower()} ({reason}); {_REMEDY[code]}"
+                return WriteFailed(code, f"cannot write {path}: {cause}", str(path))
+        chain = chain.__cause__ or chain.__context__
     try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        free = shutil.disk_usage(tmp).free
+    except OSError:
+        return None
+    if free >= LOW_SPACE:
+        return None
+    cause = f"no space left on device ({free} bytes free; {reason}); {_REMEDY[errno.ENOSPC]}"
+    return WriteFailed(errno.ENOSPC, f"cannot write {path}: {cause}", str(path))
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp directory that becomes ``path`` only if the block finishes without error.
+
+    The directory there, if any, is renamed aside, then removed once the new one is in place
+    (``replace_directory``): a kill at any moment leaves ``path`` whole, old or new, never partly
+    removed. ``WriteFailed`` (naming ``path``) before the block runs if ``path`` is a symbolic
+    link or a file; and if the rename fails, or the block fails for the disk's sake (an
+    ``OSError`` ENOSPC, EDQUOT, EFBIG or EROFS, or another error that a full disk caused:
+    ``_disk_full``): then the temp directory is removed and the directory that was there is
+    kept. Other errors of the block propagate as they are."""
+    path = Path(path)
+    _check_destination(path, directory=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_directory(path)
+    except OSError as err:
+        raise _failed(path, err) from err
+    try:
+        try:
+            yield tmp
+        except OSError as err:
+            if err.errno in _DISK_ERRORS:
+                raise _failed(path, err, within=tmp) from err
+            raise
+        except Exception as err:
+            full = _disk_full(path, err, tmp)
+            if full is not None:
+                raise full from err
+            raise
+        replace_directory(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def replace_directory(new: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Rename the directory ``new`` to ``path``: the directory there (if any) is first renamed
+    aside, and removed once ``new`` is in place (put back if that rename fails), so that a kill at
+    any moment leaves ``path`` whole, old or new. ``WriteFailed`` naming ``path`` if it is a
+    symbolic link or a file, or if a rename fails."""
+    new, path = Path(new), Path(path)
+    _check_destination(path, directory=True)
+    try:
+        if not os.path.lexists(path):
+            os.rename(new, path)
+            return path
+        aside = _temp_directory(path)
+        try:
+            os.rename(path, aside)  # onto the empty directory just made
+        except BaseException:
+            aside.rmdir()
+            raise
+        try:
+            os.rename(new, path)
+        except BaseException:
+            os.rename(aside, path)
+            raise
+    except OSError as err:
+        raise _failed(path, err) from err
+    shutil.rmtree(aside, ignore_errors=True)
+    return path
+
+
 def atomic_save(path: str | os.PathLike, save: Callable[[Path], None]) -> Path:
-    """Run ``save(tmp_dir)`` and move the result to ``path`` atomically."""
+    """Run ``save(tmp_dir)`` and move the result to ``path`` atomically (``atomic_directory``)."""
     with atomic_directory(path) as tmp:
         save(tmp)
     return Path(path)

@@ -3,6 +3,7 @@ namespaces, and through papermill before any work), and the papers' numbers besi
 
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -62,6 +63,74 @@ def test_in_ipython_only_the_parameter_cells_count():
     typo = rerun[:-2] + ['profile = "smoke"\nsedes = (0,)', SETUP_CELL]
     with pytest.raises(ValueError, match=r"parameter\(s\) sedes; known"):
         notebook.check_parameters({"In": typo, **leftovers})
+
+
+IMPORTS_CELL = "from psnlib.replication import notebook, plots\nimport math  # a comment"
+CHECK_CELL = "notebook.check_parameters(globals())  # an unknown parameter fails here"
+
+
+@pytest.mark.parametrize(
+    ("between", "by_hand"),
+    [
+        ([IMPORTS_CELL], ["profile", "sedes"]),  # 01b's order until issue 39
+        ([IMPORTS_CELL, "# only a comment", IMPORTS_CELL], ["profile", "sedes"]),
+        ([IMPORTS_CELL, "P = get_profile(profile)\nout = f(P)", "KS = (1, 4)"], ["KS"]),
+        (["x = f(1)", IMPORTS_CELL], []),
+    ],
+    ids=["imports", "imports and comments", "work then literals", "work"],
+)
+def test_cells_between_the_parameters_and_the_check_hide_no_parameter(between, by_hand):
+    """Papermill's injected cell (``# Parameters`` first) is found wherever the check stands
+    after it. Without that line, the cells of literals right before the check count, cells of
+    imports between them and the check skipped; none after work (a used kernel's leftovers)."""
+    injected = "# Parameters\nprofile = 'smoke'\nsedes = 1\n"
+    history = ["", PARAMETERS_CELL, injected, *between, CHECK_CELL]
+    given = notebook.given_parameters({"In": history})
+    assert given == ["profile", "seeds", "figures_dir", "sedes"]
+    with pytest.raises(ValueError, match=r"^unknown notebook parameter\(s\) sedes; known: "):
+        notebook.check_parameters({"In": history, "profile": "smoke", "sedes": 1})
+    hand = ["", 'profile = "smoke"\nsedes = 1', *between, CHECK_CELL]  # no '# Parameters'
+    assert notebook.given_parameters({"In": hand}) == by_hand
+
+
+def test_papermills_spellings_of_its_values_and_names_are_read():
+    """``-p sedes nan`` becomes ``sedes = float('nan')``: still a cell of literals, so the name
+    is refused; ``--inject-paths`` adds papermill's own PAPERMILL_*_PATH: allowed; an annotated
+    or unpacked parameter is a parameter too."""
+    injected = "# Parameters\nsedes = float('nan')\nseeds = [float(\"-inf\"), 1]\n"
+    with pytest.raises(ValueError, match=r"parameter\(s\) sedes; known"):
+        notebook.check_parameters({"In": ["", PARAMETERS_CELL, injected, CHECK_CELL]})
+    paths = '# Parameters\nPAPERMILL_INPUT_PATH = "a.ipynb"\nPAPERMILL_OUTPUT_PATH = "b.ipynb"\n'
+    namespace = {"In": ["", PARAMETERS_CELL, paths, CHECK_CELL], "profile": "smoke"}
+    notebook.check_parameters(namespace)
+    hand = "profile: str = 'smoke'\nseeds, figures_dir = None, None\nfigure_dir: str = 'x'"
+    assert notebook.given_parameters({"In": ["", hand, CHECK_CELL]}) == [
+        *("profile", "seeds", "figures_dir", "figure_dir"),
+    ]
+    for not_literal in ("x = float('1.5')", "x = open('f')", "x = y", "x += 1", "x = ("):
+        assert notebook.given_parameters({"In": ["", not_literal, CHECK_CELL]}) == []
+
+
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [
+        ({"profile": 1}, r"profile must be a profile name, got 1; allowed: \['cpu', .*'smoke'\]$"),
+        ({"profile": ""}, r"^notebook parameter profile: unknown profile ''; allowed: \["),
+        ({"profile": math.nan}, r"got nan; allowed: "),
+        ({"seeds": [2**32]}, r"seeds must be integers in \[0, 4294967295\] .*got \[4294967296\]$"),
+        ({"seeds": (1, 2, 1)}, r"seeds must be distinct .*, got \(1, 2, 1\)$"),
+        ({"seeds": list(range(1000)) + [2**40]}, r"got \[0, 1, 2, .* \.\.\.\]$"),
+        ({"seeds": [math.nan]}, r"seeds must be None or a non-empty list .*, got \[nan\]$"),
+        ({"figures_dir": ""}, r"figures_dir must be None \(the default place\) or a path, got ''"),
+        ({"metrics_path": " "}, r"metrics_path must be None .* or a path, got ' ', an empty path$"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(namespace, message):
+    with pytest.raises(ValueError) as error:
+        notebook.check_values(namespace)
+    assert "\n" not in str(error.value) and len(str(error.value)) < 400, str(error.value)
+    assert re.search(message, str(error.value)), str(error.value)
+    notebook.check_values({"profile": "smoke", "seeds": [0, 2**32 - 1], "figures_dir": "f"})
 
 
 @pytest.mark.notebooks

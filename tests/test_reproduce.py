@@ -1,6 +1,7 @@
 """``make reproduce``'s preparation stage: what it plans, and its process pool."""
 
 import json
+import shutil
 from dataclasses import replace
 from functools import partial
 
@@ -9,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from psnlib.replication import experiments, reproduce, runs
+from psnlib.replication import experiments, jobs, ledger, reproduce, starting_points
 from psnlib.replication.prefixes import prefix_source
 from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import train_policy
 
 
 def test_planned_work_is_each_run_once_with_all_its_benchmarks():
@@ -29,22 +29,37 @@ def test_planned_work_is_each_run_once_with_all_its_benchmarks():
 ABLATION_CUTS = (("random", "weak"), ("entropy", "same_family"), ("entropy", "weak"))
 
 
-def test_prepare_builds_policies_then_prefixes_then_runs(monkeypatch):
-    stages = {}
-    monkeypatch.setattr(
-        reproduce, "_run_all", lambda stage, tasks, w, record: stages.update({stage: tasks})
-    )
+def test_the_plan_starts_from_every_policy_and_prefix_set_it_needs():
     cpu = get_profile("cpu")
-    reproduce.prepare(cpu, 2)
-    assert list(stages) == ["policies", "weak prefixes", "runs", "premise"]
-    specs = {args[0] for _, *args in stages["policies"]}
+    specs = set(starting_points.policies(cpu))
     assert {cpu.base, cpu.weak, *cpu.other_policies, prefix_source(cpu, "same_family")} == specs
-    prefixes = {tuple(args[1:]) for _, *args in stages["weak prefixes"]}
     main = {(seed, "entropy", "weak") for seed in cpu.seeds}
     ablations = {(s, cut, source) for s in cpu.ablation_seeds for cut, source in ABLATION_CUTS}
-    assert prefixes == main | ablations
-    assert len(stages["runs"]) == len(experiments.planned_work("cpu"))
-    assert [args[1] for _, *args in stages["premise"]] == list(cpu.seeds)
+    assert set(starting_points.prefix_sets(cpu)) == main | ablations
+
+
+def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(monkeypatch):
+    stages = {}
+
+    def run_all(stage, tasks, workers, record, fits=None, keep_going=False):
+        stages[stage] = tasks
+        return []
+
+    monkeypatch.setattr(reproduce, "_run_all", run_all)
+    cpu = get_profile("cpu")
+    reproduce.prepare(cpu, 2)
+    assert list(stages) == ["policies", "weak prefixes", "runs"]
+    assert len(stages["runs"]) == len(experiments.planned_work("cpu"))  # no record here
+    premised = [task for _, _, task in stages["runs"] if task.premise]
+    assert sorted(task.seed for task in premised) == list(cpu.seeds)
+    assert {task.variant.arm for task in premised} == {"grpo"}
+    first = [task for _, _, task in stages["runs"][:4]]  # the primary comparisons first
+    assert [(t.variant.arm, t.seed) for t in first] == [
+        ("base", 0),
+        ("grpo", 0),
+        ("psn", 0),
+        ("psn_released", 0),
+    ]
 
 
 def _square(x: int) -> str:
@@ -64,25 +79,27 @@ def test_tasks_run_in_worker_processes_and_failures_surface(capsys, tmp_path):
         reproduce._run_all("bad", [(_square, "x")], workers=1)
 
 
-def test_measured_compute_reads_the_runs_own_records_and_computes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
+def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     torch.set_num_threads(1)
-    benchmarks = ("countdown-l3",)
-    work = [(experiments.BASE_POLICY, 0, benchmarks), (experiments.GRPO, 0, benchmarks)]
-    monkeypatch.setattr(reproduce, "planned_work", lambda profile: work)
-    reproduce._train_and_evaluate(
-        get_profile("smoke"), experiments.GRPO, 0, benchmarks
-    )  # not the base
-    table = reproduce.measured_compute(get_profile("smoke")).set_index("policy")
-    _, _, log = train_policy("smoke", "grpo", 0)  # loaded from the cache
-    assert table.loc["GRPO", "train_seconds"] == pytest.approx(log["step_time"].sum())
-    assert table.loc["GRPO", "eval_seconds"] > 0
-    assert np.isnan(table.loc["base", "eval_seconds"])  # built for GRPO, never evaluated
-    # A run that is not finished is reported missing, not trained.
-    work.append((experiments.PSN, 0, benchmarks))
-    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
-    psn = reproduce.measured_compute(get_profile("smoke")).set_index("policy").loc["PSN fixed"]
-    assert np.isnan(psn["train_seconds"]) and np.isnan(psn["eval_seconds"])
+    smoke, benchmarks = get_profile("smoke"), ("countdown-l3",)
+    plan = [
+        jobs.Task(experiments.BASE_POLICY, 0, benchmarks),
+        jobs.Task(experiments.GRPO, 0, benchmarks),
+    ]
+    monkeypatch.setattr(jobs, "tasks", lambda profile: plan)
+    record = jobs.run_task(smoke, plan[1])  # not the base
+    shutil.rmtree(tmp_path / "data")  # no weights, no caches: the record alone
+    monkeypatch.setattr(reproduce.jobs, "run_task", None)  # nothing may compute
+    table = reproduce.measured_compute(smoke).set_index("policy")
+    log = ledger.log_table(record)
+    assert table.loc["GRPO", "train_seconds"] == log["step_cpu_time"].sum()
+    cpu = record["cpu_seconds"]
+    assert table.loc["GRPO", "eval_seconds"] == cpu["evaluate"] + cpu["premise"]
+    assert cpu["evaluate"] > 0
+    assert np.isnan(table.loc["base", "eval_seconds"])  # no record
+    assert not (tmp_path / "data").exists()
 
 
 def test_a_fresh_checkout_remakes_committed_figures_and_a_resumed_one_skips_what_it_did(

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import integrate, optimize, stats
 
 from psnlib.replication.verdicts import (
     EQUIVALENT,
@@ -12,6 +12,7 @@ from psnlib.replication.verdicts import (
     SUPERIOR,
     headroom_scaled,
     minimum_detectable_effect,
+    paired_t_interval,
     power,
     seeds_needed,
     standard_error,
@@ -100,6 +101,88 @@ def test_an_interval_that_could_not_be_computed_decides_nothing():
     nan = float("nan")
     for direction, margin in ((SUPERIOR, None), (EQUIVALENT, 1.0), (NONINFERIOR, 1.0)):
         assert verdict(nan, nan, direction, 16, margin=margin, effect=2.0) == "inconclusive"
+
+
+def test_an_interval_of_exactly_zero_covers_zero() -> None:
+    """Identical (or saturated) arms differ by 0 on every seed: the interval is [0, 0], which
+    covers 0 (its ends on 0 clear it neither way), so it is no verdict for either side; below a
+    positive reported effect it is *smaller than reported*."""
+    assert paired_t_interval(np.zeros(2)) == (0.0, 0.0)  # the smoke profile's 2 seeds
+    assert verdict(0.0, 0.0, SUPERIOR, 2) == "inconclusive"
+    assert verdict(0.0, 0.0, SUPERIOR, 2, effect=2.2) == "smaller than reported"
+    assert verdict(0.0, 0.0, NONINFERIOR, 2, margin=0.0) == "inconclusive"  # on -0: not above it
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "direction", "margin"),
+    [
+        (1.0, math.inf, SUPERIOR, None),  # one finite end clear of 0 is not enough
+        (-math.inf, -1.0, SUPERIOR, None),
+        (-math.inf, math.inf, SUPERIOR, None),
+        (2.0, math.inf, EQUIVALENT, 1.0),
+        (-math.inf, -5.0, NONINFERIOR, 4.0),
+        (1.0, math.nan, SUPERIOR, None),
+    ],
+)
+def test_an_interval_with_an_infinite_end_decides_nothing(
+    lo: float, hi: float, direction: int, margin: float | None
+) -> None:
+    """An infinite end (an overflow) is as undecided as a NaN one: both ends must be finite."""
+    assert verdict(lo, hi, direction, 2, margin=margin, effect=2.0) == "inconclusive"
+
+
+# t with 1 degree of freedom is the standard Cauchy: t_p = tan(pi (p - 1/2)); printed: 12.706
+T_975_1 = math.tan(0.475 * math.pi)
+
+
+def test_paired_interval_at_two_seeds_by_hand() -> None:
+    """The smoke profile's 2 seeds, d = (1, 4): mean 2.5, sd = 3 / sqrt(2), se = sd / sqrt(2) =
+    1.5, so the interval is 2.5 -/+ 1.5 * t_{0.975, 1}. Tolerance: a few float64 roundings."""
+    assert t_quantile(2) == pytest.approx(12.706, abs=5e-4)  # the printed table
+    assert t_quantile(2) == pytest.approx(T_975_1, rel=1e-14)
+    lo, hi = paired_t_interval(np.array([1.0, 4.0]))
+    assert lo == pytest.approx(2.5 - 1.5 * T_975_1, rel=1e-14)
+    assert hi == pytest.approx(2.5 + 1.5 * T_975_1, rel=1e-14)
+    assert standard_error(lo, hi, 2) == pytest.approx(1.5, rel=1e-14)
+
+
+def power_at_two_seeds(nc: float) -> float:
+    """The module doc's ``P(|T'| > t_{0.975, 1})`` at 1 degree of freedom from its definition:
+    ``T' = (Z + nc) / |V|`` with Z, V independent standard normals, so conditioning on ``|V| = v``
+    it is ``int_0^inf 2 phi(v) [Phi(nc - t v) + Phi(-nc - t v)] dv`` (no noncentral t)."""
+
+    def given(v: float) -> float:
+        return (
+            2
+            * stats.norm.pdf(v)
+            * (stats.norm.cdf(nc - T_975_1 * v) + stats.norm.cdf(-nc - T_975_1 * v))
+        )
+
+    return integrate.quad(given, 0, math.inf, epsabs=1e-13, epsrel=1e-13)[0]
+
+
+def test_mde_at_two_seeds_against_the_power_integral() -> None:
+    """The MDE over 2 seeds solves ``power = 0.8``: about 16.3 se, where power rises 0.028 per se.
+    The integral is within 1e-13 (quad's bound) of the power, 2e-13 relative in the root; the
+    code's root is within brentq's xtol 2e-12 of it, 1.2e-13 relative: rel=1e-12 bounds both."""
+    assert power_at_two_seeds(0.0) == pytest.approx(0.05, rel=1e-12)  # no effect: the level
+    nc = optimize.brentq(lambda x: power_at_two_seeds(x) - 0.8, 1.0, 100.0, xtol=1e-14)
+    assert power(1.5 * nc, 1.5, 2) == pytest.approx(0.8, rel=1e-12)
+    assert minimum_detectable_effect(1.0, 2) == pytest.approx(nc, rel=1e-12)
+    assert minimum_detectable_effect(1.5, 2) == pytest.approx(1.5 * nc, rel=1e-12)  # d = (1, 4)
+
+
+def test_seeds_needed_at_two_and_at_exactly_most() -> None:
+    """The search is inclusive at both ends: an effect equal to the MDE at 2 seeds needs 2 (the
+    first count tried), and one equal to the MDE at 5 needs 5 even when ``most`` is 5."""
+    sd = 2.84
+    at_two = minimum_detectable_effect(sd / math.sqrt(2), 2)
+    assert seeds_needed(sd, at_two) == 2
+    assert seeds_needed(sd, at_two, most=2) == 2
+    at_five = minimum_detectable_effect(sd / math.sqrt(5), 5)
+    assert seeds_needed(sd, at_five) == 5
+    assert seeds_needed(sd, at_five, most=5) == 5
+    assert seeds_needed(sd, at_five, most=4) is None
 
 
 def test_standard_error_inverts_the_t_interval():

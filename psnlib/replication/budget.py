@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from psnlib.io import data_dir
-from psnlib.replication import paths
+from psnlib.replication import ledger, paths
 from psnlib.replication.pretrain import policy_dir
 from psnlib.replication.profiles import PolicySpec, Profile
-from psnlib.replication.variants import BASE, Variant
+from psnlib.replication.variants import BASE, Variant, expectation
 
 COMPUTE_TABLE = "15_results_compute.csv"  # notebook 15's table of measured costs
 TESTBED_METRICS = "01_testbed.json"  # notebook 01's metrics: the policies' SFT seconds
@@ -63,11 +63,14 @@ def _stored_benchmarks(profile: Profile, run_key: str) -> set[str]:
 
 
 def pending(profile: Profile, work: Work) -> pd.DataFrame:
-    """One row per (variant, seed) of ``work`` with something left to compute: policy, seed,
+    """One row per (variant, seed) of ``work`` with something left to compute (neither a usable
+    ledger record nor everything cached, ``psnlib.replication.ledger``): policy, seed,
     run (its cache key), arm, ``train`` (the RL run, or the base policy's SFT, is not cached)
     and ``evaluations`` (benchmarks without a stored evaluation)."""
     rows = []
     for v, seed, benchmarks in work:
+        if ledger.usable(expectation(profile, v, seed, benchmarks)) is not None:
+            continue  # the run ledger holds it: nothing to compute
         key = v.run_key(profile, seed)
         built = policy_dir(v.profile(profile).base).exists()
         trained = built if v.arm == BASE else v.run_path(profile, seed).exists()

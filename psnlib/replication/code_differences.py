@@ -51,8 +51,8 @@ def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class CodeDifference:
-    """One way the authors' released code (``baibizhe/psn_rlvr``, commit 6a27058; DESIGN.md
-    section 1.1) differs from the paper's text, and which claims' rows test it here."""
+    """One way the authors' released code (``baibizhe/psn_rlvr``, commit 6a27058; docs/protocol.md
+    section 1.2) differs from the paper's text, and which claims' rows test it here."""
 
     what: str  # the difference, in a few words
     paper: str  # what the paper's text describes

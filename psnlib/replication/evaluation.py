@@ -21,15 +21,12 @@ from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark
 EVAL_VERSION = 2  # bump when stored results change (2: the decoder's einsum attention, issue 18)
 
 
-def eval_config(
-    model: PreTrainedModel, profile: Profile, run_key: str, seed: int, engine: Any = None
-) -> dict[str, Any]:
-    """Everything that determines an evaluation's results (the store key covers all of it)."""
+def eval_settings(profile: Profile, seed: int, engine: Any = None) -> dict[str, Any]:
+    """The settings of an evaluation at ``profile``: what determines its results besides the
+    policy (a run's ledger record keeps them, ``psnlib.replication.ledger``)."""
     sampler = {} if engine is None else {"sampler": "vllm"}  # psnlib's keys stay as they were
     return {
         **sampler,
-        "run": run_key,
-        "weights": weights_fingerprint(model),
         "problems": profile.eval_problems,
         "samples": profile.eval_samples,
         "temperature": profile.eval_temperature,
@@ -38,6 +35,34 @@ def eval_config(
         "seed": seed,
         "version": EVAL_VERSION,
     }
+
+
+def eval_config(
+    model: PreTrainedModel, profile: Profile, run_key: str, seed: int, engine: Any = None
+) -> dict[str, Any]:
+    """Everything that determines an evaluation's results (the store key covers all of it): the
+    run, a fingerprint of the weights and ``eval_settings``."""
+    return {
+        "run": run_key,
+        "weights": weights_fingerprint(model),
+        **eval_settings(profile, seed, engine),
+    }
+
+
+def labelled(
+    parts: dict[str, dict[str, pd.DataFrame]], run_key: str, seed: int
+) -> dict[str, pd.DataFrame]:
+    """Per-benchmark tables (``{benchmark: {"problems": ..., "curves": ...}}``, as stored) as one
+    ``problems`` and one ``curves`` table, with columns run, seed, benchmark first."""
+    out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}
+    for benchmark, tables in parts.items():
+        for name in out:
+            table = tables[name]
+            keys = pd.DataFrame(
+                {"run": run_key, "seed": seed, "benchmark": benchmark}, index=table.index
+            )
+            out[name].append(pd.concat([keys, table], axis=1))
+    return {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}
 
 
 def benchmark_problems(benchmark: str, problems: int, seed: int = 0) -> Dataset:
@@ -108,12 +133,8 @@ def evaluate_benchmarks(
         )
         return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
 
-    out: dict[str, list[pd.DataFrame]] = {"problems": [], "curves": []}
-    for benchmark in benchmarks or profile.benchmarks:
-        tables = store.cached(benchmark, lambda b=benchmark: compute(b))
-        for name, table in tables.items():
-            keys = pd.DataFrame(
-                {"run": run_key, "seed": seed, "benchmark": benchmark}, index=table.index
-            )
-            out[name].append(pd.concat([keys, table], axis=1))
-    return {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}
+    parts = {
+        benchmark: store.cached(benchmark, lambda b=benchmark: compute(b))
+        for benchmark in benchmarks or profile.benchmarks
+    }
+    return labelled(parts, run_key, seed)

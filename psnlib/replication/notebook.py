@@ -3,8 +3,10 @@
 Papermill sets a notebook's parameters by running an extra cell right after its ``parameters``
 cell; a mistyped name there (``-p profil smoke``) is only a warning to papermill, and the
 notebook would run with the default profile; and ``-p`` passes ``(0, 1)`` as a string. Each
-notebook therefore calls ``check_parameters(globals(), known=...)`` in the cell after its
-parameters, before any work: it names an unknown parameter, and a value of the wrong kind.
+notebook therefore calls ``check_parameters(globals())`` in the first code cell after its
+parameters, before any work: it names an unknown parameter, and a value of the wrong kind, in
+one line with what is allowed. Cells of imports between the parameters and the check, or any
+cells between papermill's injected cell and the check, do not hide a parameter.
 """
 
 from __future__ import annotations
@@ -21,50 +23,150 @@ import pandas as pd
 from psnlib.replication.claim_stats import number
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import Plan, check_seeds
-from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.profiles import PROFILES, Profile, get_profile
 from psnlib.replication.results import check_claim
+from psnlib.trainer.config import MAX_SEED
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
 # Names IPython puts in a notebook's namespace; never parameters.
 IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
+# Parameters papermill itself adds (--inject-paths); never unknown.
+PAPERMILL_NAMES = frozenset({"PAPERMILL_INPUT_PATH", "PAPERMILL_OUTPUT_PATH"})
+# The first line of papermill's injected cell (and of the notebooks' parameters cells).
+PARAMETERS_COMMENT = "# Parameters"
+# How papermill writes a float that Python has no literal for (``-p seeds nan``).
+NONFINITE = frozenset({"nan", "inf", "-inf", "+inf"})
+
+
+class _NonFinite(ast.NodeTransformer):
+    """Replaces papermill's ``float('nan')``, ``float('inf')`` and ``float('-inf')`` by a literal,
+    so that a cell papermill wrote is recognised as assigning literals."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        (arg,) = node.args if len(node.args) == 1 and not node.keywords else (None,)
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "float"
+            and isinstance(arg, ast.Constant)
+            and isinstance(arg.value, str)
+            and arg.value.strip().lower() in NONFINITE
+        ):
+            return ast.copy_location(ast.Constant(0.0), node)
+        return self.generic_visit(node)
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(_NonFinite().visit(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False  # not a literal (a call, a name, ...)
+    return True
+
+
+def _names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for t in target.elts for name in _names(t)]
+    return []
+
+
+def _parse(source: str) -> list[ast.stmt] | None:
+    try:
+        return ast.parse(source).body
+    except (SyntaxError, ValueError):  # a cell IPython transformed oddly, or a null byte
+        return None
 
 
 def _assigned_literals(source: str) -> list[str] | None:
     """The names a cell binds if it only assigns literals (a parameters cell, or papermill's
-    injected one), else None."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
+    injected one, whose ``float('nan')`` counts as a literal), else None."""
+    body = _parse(source)
+    if body is None:
         return None
     names = []
     for statement in body:
-        if not isinstance(statement, ast.Assign):
+        if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        elif isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        else:
             return None
-        try:
-            ast.literal_eval(statement.value)
-        except (ValueError, TypeError, SyntaxError):  # not a literal (a call, a name, ...)
+        if not _is_literal(value):
             return None
-        names += [t.id for t in statement.targets if isinstance(t, ast.Name)]
+        names += [name for t in targets for name in _names(t)]
     return names
+
+
+def _only_imports(source: str) -> bool:
+    """Whether a cell only imports (a cell of imports between the parameters and the check), or
+    holds nothing but comments."""
+    body = _parse(source)
+    return body is not None and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+
+
+def _calls_check(source: str) -> bool:
+    """Whether a cell calls ``check_parameters``: a check of an earlier run of the notebook."""
+    body = _parse(source)
+    return body is not None and any(
+        isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
+        == "check_parameters"
+        for statement in body
+        for node in ast.walk(statement)
+    )
+
+
+def _is_header_cell(source: str) -> bool:
+    """A cell of literals whose first line is ``# Parameters``: papermill's injected cell, or a
+    notebook's ``parameters`` cell (``# Parameters (papermill overrides these)``)."""
+    return source.lstrip().startswith(PARAMETERS_COMMENT) and bool(_assigned_literals(source))
+
+
+def _parameter_cells(history: list[str]) -> list[str]:
+    """The cells of ``history`` (the cells run before the check, oldest first) that set the
+    parameters: the run of cells that only assign literals (the ``parameters`` cell, then the
+    cell papermill injects after it) around the latest cell whose first line is ``# Parameters``,
+    wherever the check stands after it; without such a cell, the run that ends right before the
+    check, or before cells that only import. The search stops at an earlier run's check, so
+    names that an earlier run left in the kernel, and a cell of literals followed by a cell of
+    work, do not count."""
+    begin = 0  # the first cell after an earlier run's check
+    for i in range(len(history) - 1, -1, -1):
+        if _calls_check(history[i]):
+            begin = i + 1
+            break
+    cells = history[begin:]
+    literal = [bool(_assigned_literals(source)) for source in cells]
+    headed = [i for i, source in enumerate(cells) if literal[i] and _is_header_cell(source)]
+    if headed:
+        end = headed[-1]
+    else:
+        end = len(cells) - 1
+        while end >= 0 and not literal[end] and _only_imports(cells[end]):
+            end -= 1  # cells of imports (or comments) between the parameters and the check
+        if end < 0 or not literal[end]:
+            return []
+    start = end
+    while start > 0 and literal[start - 1]:
+        start -= 1
+    while end + 1 < len(cells) and literal[end + 1]:
+        end += 1
+    return cells[start : end + 1]
 
 
 def given_parameters(namespace: Mapping[str, Any]) -> list[str]:
     """The names the notebook's parameters set.
 
-    In IPython (the namespace has its input history ``In``): the names bound by the cells run
-    just before the current one that only assign literals -- the ``parameters`` cell and the
-    cell papermill injects after it -- so names that an earlier run of the notebook left in the
-    kernel do not count. Elsewhere: every name of ``namespace`` that is not private, IPython's,
-    a module, a function or a class.
+    In IPython (the namespace has its input history ``In``, whose last entry is the cell running
+    now): the names bound by the parameter cells (``_parameter_cells``): the ``parameters`` cell
+    and the cell papermill injects after it. Elsewhere: every name of ``namespace`` that is not
+    private, IPython's, a module, a function or a class.
     """
     history = namespace.get("In")
     if isinstance(history, list) and len(history) > 1:
-        names: list[str] = []
-        for source in reversed(history[:-1]):  # history[-1] is the cell running now
-            assigned = _assigned_literals(source)
-            if not assigned:
-                break
-            names += assigned
+        cells = [s for s in history[:-1] if isinstance(s, str)]
+        names = [name for cell in _parameter_cells(cells) for name in _assigned_literals(cell)]
         return list(dict.fromkeys(names))
     skip = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
     return [
@@ -76,10 +178,12 @@ def given_parameters(namespace: Mapping[str, Any]) -> list[str]:
 
 def check_parameters(namespace: Mapping[str, Any], known: Iterable[str] = PARAMETERS) -> None:
     """Raise ``ValueError`` naming every parameter set in ``namespace`` (``given_parameters``)
-    that is not one of ``known`` (default: the notebooks' ``PARAMETERS``), and listing the known
-    ones; then ``check_values`` of the notebooks' parameters."""
+    that is not one of ``known`` (default: the notebooks' ``PARAMETERS``; papermill's own
+    ``PAPERMILL_NAMES`` are always allowed), and listing the known ones; then ``check_values``
+    of the notebooks' parameters."""
     known = list(known)
-    unknown = [name for name in given_parameters(namespace) if name not in known]
+    allowed = set(known) | PAPERMILL_NAMES
+    unknown = [name for name in given_parameters(namespace) if name not in allowed]
     if unknown:
         raise ValueError(
             f"unknown notebook parameter(s) {', '.join(unknown)}; known: {', '.join(known)}"
@@ -88,24 +192,55 @@ def check_parameters(namespace: Mapping[str, Any], known: Iterable[str] = PARAME
 
 
 def check_values(namespace: Mapping[str, Any]) -> None:
-    """The notebooks' parameters in ``namespace`` must be of their kind, else a ``ValueError``
-    names the parameter and its value: ``profile`` a known profile, ``seeds`` None or a list of
-    integers >= 0 (``psnlib.replication.experiments.check_seeds``), ``figures_dir`` and
-    ``metrics_path`` None or a path."""
+    """The notebooks' parameters in ``namespace`` must be of their kind, else a one-line
+    ``ValueError`` names the parameter, its value and what is allowed: ``profile`` a known
+    profile's name, ``seeds`` None or a non-empty list of distinct integers in [0, MAX_SEED]
+    (``psnlib.replication.experiments.check_seeds``, and numpy's seed range, which the trainer
+    would refuse only after the base policy is built), ``figures_dir`` and ``metrics_path`` None
+    or a non-empty path."""
     if "profile" in namespace:
         profile = namespace["profile"]
         if not isinstance(profile, (str, Profile)):
-            raise ValueError(f"notebook parameter profile must be a profile name, got {profile!r}")
-        get_profile(profile)  # an unknown name is an error listing the known ones
-    if "seeds" in namespace:
+            raise ValueError(
+                f"notebook parameter profile must be a profile name, got {profile!r}; "
+                f"allowed: {sorted(PROFILES)}"  # as get_profile lists them
+            )
         try:
-            check_seeds(namespace["seeds"])
+            get_profile(profile)
+        except ValueError as err:  # unknown profile 'x'; allowed: [...]
+            raise ValueError(f"notebook parameter profile: {err}") from err
+    if "seeds" in namespace:
+        seeds = namespace["seeds"]
+        try:
+            check_seeds(seeds)
         except ValueError as err:
             raise ValueError(f"notebook parameter {err}") from err
+        if seeds is not None:
+            if any(s > MAX_SEED for s in seeds):
+                raise ValueError(
+                    f"notebook parameter seeds must be integers in [0, {MAX_SEED}] (numpy's "
+                    f"seed range), got {_short(seeds)}"
+                )
+            if len(set(seeds)) < len(seeds):
+                raise ValueError(
+                    f"notebook parameter seeds must be distinct (a seed twice would count one "
+                    f"run twice), got {_short(seeds)}"
+                )
     for name in ("figures_dir", "metrics_path"):
         value = namespace.get(name)
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise ValueError(f"notebook parameter {name} must be None or a path, got {value!r}")
+        if value is not None and not os.fspath(value).strip():
+            raise ValueError(
+                f"notebook parameter {name} must be None (the default place) or a path, got "
+                f"{value!r}, an empty path"
+            )
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a list of thousands of seeds)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]} ...{text[-1]}"
 
 
 def paper_beside_ours(

@@ -5,10 +5,11 @@ profile's RL problems with their weak prefixes (``psnlib.weak_prefix.build_prefi
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from datasets import Dataset
 
-from psnlib.replication.pretrain import build_policy
+from psnlib.replication.pretrain import build_policy, committed_policy, committed_root
 from psnlib.replication.profiles import PolicySpec, Profile
 from psnlib.tasks.datasets import step_task, train_problems
 from psnlib.weak_prefix import build_prefixes
@@ -34,6 +35,16 @@ def prefix_source(profile: Profile, source: str = "weak") -> PolicySpec:
     )
 
 
+def prefix_root(profile: Profile, source: str = "weak") -> Path | None:
+    """Where the prefix sets written by ``source`` for ``profile`` are kept: beside the committed
+    starting policies (``results/start/prefixes/``) where the base policy and the source are both
+    committed, so they travel with them; else None, the cache (``build_prefixes``'s default)."""
+    specs = (profile.base, prefix_source(profile, source))
+    if all(committed_policy(spec) is not None for spec in specs):
+        return committed_root().parent / "prefixes"
+    return None
+
+
 def prefix_train_set(
     profile: Profile,
     seed: int = 0,
@@ -43,7 +54,8 @@ def prefix_train_set(
     progress: bool = True,
 ) -> Dataset:
     """The profile's RL training set (``Profile.rl_dataset``) with weak prefixes
-    (``build_prefixes``) written by ``source`` and cut under the profile's base policy; cached."""
+    (``build_prefixes``) written by ``source`` and cut under the profile's base policy; cached
+    (``prefix_root``)."""
     target, target_tokenizer, _ = build_policy(profile.base)
     weak, weak_tokenizer, _ = build_policy(prefix_source(profile, source))
     return build_prefixes(
@@ -56,5 +68,6 @@ def prefix_train_set(
         seed=seed,
         task=step_task(profile.rl_dataset),
         max_new_tokens=profile.max_completion_length,
+        root=prefix_root(profile, source),
         progress=progress,
     )

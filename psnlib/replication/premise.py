@@ -59,6 +59,7 @@ from tqdm.auto import tqdm
 
 from psnlib.io import data_dir
 from psnlib.metrics import bootstrap_ci, pass_at_k
+from psnlib.replication import ledger
 from psnlib.replication.evaluation import EVAL_VERSION
 from psnlib.replication.experiments import GRPO, Plan, check_seeds, main_benchmark
 from psnlib.replication.premise_sampling import (
@@ -77,7 +78,7 @@ from psnlib.replication.premise_sampling import (
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.store import ResultStore, weights_fingerprint
 from psnlib.replication.summaries import summarize, with_average
-from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
+from psnlib.replication.variants import EVAL_SEED, Variant, expectation, load_variant
 from psnlib.replication.verdicts import paired_t_interval
 
 SAMPLING_NOISE = Variant("GRPO, sampled under noise", "grpo")
@@ -115,11 +116,17 @@ class PremisePlan(Plan):
         rows = []
         for seed in check_seeds(seeds) or self.seeds:
             run = GRPO.run_key(self.profile, seed)
-            trained = GRPO.run_path(self.profile, seed).exists()
-            stored = _stored(self.profile, run, premise_config(self.profile, run, ""))
+            recorded = ledger.usable(self.expectation(seed)) is not None
+            trained = recorded or GRPO.run_path(self.profile, seed).exists()
+            stored = recorded or _stored(self.profile, run, premise_config(self.profile, run, ""))
             if not trained or not stored:
                 rows.append({"seed": seed, "run": run, "train": not trained, "premise": not stored})
         return pd.DataFrame(rows, columns=["seed", "run", "train", "premise"])
+
+    def expectation(self, seed: int) -> ledger.Expected:
+        """What the ledger record of the GRPO run at ``seed`` must match to stand for its
+        premise (``psnlib.replication.variants.expectation``)."""
+        return expectation(self.profile, GRPO, seed, (), premise=premise_settings(self.profile))
 
     def announcement(self, seeds: tuple[int, ...] | None = None) -> str:
         """One line: how many GRPO runs are to train and how many checkpoints to evaluate."""
@@ -148,7 +155,9 @@ class PremisePlan(Plan):
             print(self.announcement(seeds), flush=True)
         out: dict[str, list[pd.DataFrame]] = {"problems": [], "matched": [], "search": []}
         for seed in tqdm(seeds, desc="checkpoints", unit="seed", disable=not progress):
-            tables = premise_at_seed(self.profile, seed)
+            record = ledger.usable(self.expectation(seed))  # the ledger's: no weights loaded
+            parts = ledger.premise_parts(record) if record else premise_parts(self.profile, seed)
+            tables = seed_tables(self, seed, parts)
             for name, table in tables.items():
                 out[name].append(table)
         results = {name: pd.concat(tables, ignore_index=True) for name, tables in out.items()}
@@ -187,13 +196,11 @@ def premise(profile: str | Profile) -> PremisePlan:
     )
 
 
-def premise_config(profile: Profile, run_key: str, weights: str) -> dict[str, Any]:
-    """Everything that determines one checkpoint's premise results (the store key covers it):
-    the run and a ``weights`` fingerprint, the benchmark and sizes, the noise and the rule."""
+def premise_settings(profile: Profile) -> dict[str, Any]:
+    """The settings of the premise at ``profile``: the benchmark and sizes, the noise and the
+    rule (a run's ledger record keeps them, ``psnlib.replication.ledger``)."""
     plan = premise(profile)
     return {
-        "run": run_key,
-        "weights": weights,
         "benchmark": plan.benchmarks[0],
         "problems": profile.eval_problems,
         "samples": profile.eval_samples,
@@ -210,6 +217,12 @@ def premise_config(profile: Profile, run_key: str, weights: str) -> dict[str, An
         "seed": EVAL_SEED,
         "version": [VERSION, EVAL_VERSION],
     }
+
+
+def premise_config(profile: Profile, run_key: str, weights: str) -> dict[str, Any]:
+    """Everything that determines one checkpoint's premise results (the store key covers it):
+    the run and a ``weights`` fingerprint, and ``premise_settings``."""
+    return {"run": run_key, "weights": weights, **premise_settings(profile)}
 
 
 def _stored(profile: Profile, run_key: str, config: dict[str, Any]) -> bool:
@@ -241,6 +254,15 @@ def premise_at_seed(profile: str | Profile, seed: int) -> dict[str, pd.DataFrame
     the pass@1 gap temperature - noise, the wall and CPU seconds its parts took to compute and
     a note where no temperature matched) and ``search`` (the search's cheap estimates).
     """
+    plan = premise(profile)
+    return seed_tables(plan, seed, premise_parts(plan.profile, seed))
+
+
+def premise_parts(profile: Profile, seed: int) -> dict[str, dict[str, pd.DataFrame]]:
+    """The three stored parts of one checkpoint's premise (``PARTS``), computed where missing:
+    ``noise`` (its ``problems`` and ``time``), ``match`` (``search``, ``result``: the matched
+    temperature and whether it matched, ``time``) and ``temperature`` (``problems``, ``result``,
+    ``time``)."""
     (seed,) = check_seeds([seed])  # an integer >= 0, or a ValueError naming it
     plan = premise(profile)
     p, benchmark = plan.profile, plan.benchmarks[0]
@@ -279,22 +301,24 @@ def premise_at_seed(profile: str | Profile, seed: int) -> dict[str, pd.DataFrame
 
     match = store.cached("match", lambda: _timed(search))
     T = float(match["result"]["temperature"].iloc[0])
+    if not math.isfinite(T) or T <= 0:  # a damaged part that still parses: searched again
+        match = _timed(search)
+        store.save("match", match)
+        T = float(match["result"]["temperature"].iloc[0])
     hot = store.load("temperature")
     if hot is None or hot["result"]["temperature"].iloc[0] != T:  # stored at another T: again
         hot = _timed(lambda: {"problems": full(T, 0.0), "result": match["result"]})
         store.save("temperature", hot)
-    return _seed_tables(plan, seed, run, noise, match, hot)
+    return {"noise": noise, "match": match, "temperature": hot}
 
 
-def _seed_tables(
-    plan: PremisePlan,
-    seed: int,
-    run: str,
-    noise: dict[str, pd.DataFrame],
-    match: dict[str, pd.DataFrame],
-    hot: dict[str, pd.DataFrame],
+def seed_tables(
+    plan: PremisePlan, seed: int, parts: dict[str, dict[str, pd.DataFrame]]
 ) -> dict[str, pd.DataFrame]:
-    """``premise_at_seed``'s tables from its three stored parts."""
+    """``premise_at_seed``'s tables from the three parts of one checkpoint (``premise_parts``,
+    or a ledger record's)."""
+    run = GRPO.run_key(plan.profile, seed)
+    noise, match, hot = (parts[name] for name in PARTS)
     p, K = plan.profile, plan.profile.ks[-1]
     T = float(match["result"]["temperature"].iloc[0])
     matched = bool(match["result"]["matched"].iloc[0])

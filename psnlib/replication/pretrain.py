@@ -6,7 +6,10 @@ later narrows. The *weak* policy (a smaller Llama) sees only "linear" chains (ea
 previous result), a different strategy, so its prefixes are unfamiliar to the base policy.
 
 Built policies are cached under ``data/cache/policies/<family>-<size>-<style>-<hash>/``: the hash
-covers every setting, so a changed setting builds a new policy and an unchanged one is loaded.
+covers every setting, so a changed setting builds a new policy and an unchanged one is loaded. A
+*committed starting point* (``results/start/policies/<same name>/``, with its weights' fingerprint
+in ``results/start/fingerprints.json``; ``psnlib.replication.starting_points``) comes first: it is
+loaded, never rebuilt or removed, so every machine starts every run from the same weights.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import Damaged, data_dir, exclusive, load_cached, load_json
+from psnlib.io import Damaged, data_dir, exclusive, load_cached, load_json, read_json
 from psnlib.models import (
     META_FILE,
     build_tokenizer,
@@ -33,7 +36,9 @@ from psnlib.models import (
     save_policy,
     tiny_policy,
 )
+from psnlib.replication.ledger import results_root
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.store import weights_fingerprint
 from psnlib.tasks import sft_corpus
 from psnlib.tasks.countdown import CHARSET
 
@@ -41,6 +46,7 @@ CACHE_VERSION = 1  # bump when the SFT recipe changes in a way the settings hash
 # What build_policy writes beside a built policy's weights, and what its readers use.
 BUILT_META_KEYS = ("spec", "train_seconds", "final_loss", "loss_curve")
 IGNORE = -100  # label of positions that carry no loss (prompt, padding)
+FINGERPRINTS = "fingerprints.json"  # beside the committed starting policies: name -> weights
 
 
 def encode_sft(
@@ -133,10 +139,47 @@ def spec_hash(spec: PolicySpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def policy_name(spec: PolicySpec) -> str:
+    """The directory name of the tiny policy ``spec``: ``<family>-<size>-<style>-<hash>``."""
+    return f"{spec.family}-{spec.size}-{spec.sft_style}-{spec_hash(spec)}"
+
+
+def committed_root() -> Path:
+    """Where the committed starting policies are: ``<results>/start/policies/``."""
+    return results_root() / "start" / "policies"
+
+
+def committed_policy(spec: PolicySpec) -> Path | None:
+    """The committed starting point of ``spec`` (``committed_root``), or None if there is none."""
+    path = committed_root() / policy_name(spec)
+    return path if spec.name_or_path is None and path.is_dir() else None
+
+
 def policy_dir(spec: PolicySpec, root: Path | None = None) -> Path:
-    """Cache directory of the policy that ``spec`` describes."""
+    """Directory of the policy that ``spec`` describes: in ``root`` if given, else its committed
+    starting point where there is one, else the cache."""
+    if root is None and (committed := committed_policy(spec)) is not None:
+        return committed
     root = Path(root) if root is not None else data_dir() / "cache" / "policies"
-    return root / f"{spec.family}-{spec.size}-{spec.sft_style}-{spec_hash(spec)}"
+    return root / policy_name(spec)
+
+
+def starting_fingerprint(spec: PolicySpec) -> str | None:
+    """The weights fingerprint (``psnlib.replication.store.weights_fingerprint``) of the policy
+    every run of ``spec`` starts from: the committed one's, else the one built here (recorded
+    when it was built), else None (not known on this machine)."""
+    if committed_policy(spec) is not None:
+        known = read_json(committed_root() / FINGERPRINTS, "fingerprints of the starting points")
+        if isinstance(known, dict) and isinstance(known.get(policy_name(spec)), str):
+            return known[policy_name(spec)]
+        raise ValueError(
+            f"the committed starting policy {committed_root() / policy_name(spec)} has no "
+            f"fingerprint in {committed_root() / FINGERPRINTS}: restore that file from git"
+        )
+    if spec.name_or_path is not None:
+        return None
+    meta = read_json(policy_dir(spec) / META_FILE, "policy record")
+    return meta.get("fingerprint") if isinstance(meta, dict) else None
 
 
 def build_policy(
@@ -152,6 +195,9 @@ def build_policy(
         )
     if spec.sft_max_misses < 0:
         raise ValueError(f"sft_max_misses={spec.sft_max_misses} is not allowed: use >= 0")
+    committed = None if root is not None or force else committed_policy(spec)
+    if committed is not None:
+        return (*_load_committed(committed), committed)
     path = policy_dir(spec, root)
     loaded = None if force else _cached(path)
     if loaded is None:
@@ -160,6 +206,19 @@ def build_policy(
             if loaded is None:
                 return (*_sft_policy(spec, path), path)
     return loaded[0].eval(), loaded[1], path
+
+
+def _load_committed(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A committed starting policy; one that is damaged is an error naming it (never removed:
+    it is tracked in git)."""
+    try:
+        model, tokenizer = _load_built(path)
+    except Damaged as err:
+        raise ValueError(
+            f"the committed starting policy {path} is damaged ({err}): restore it with "
+            f"`git checkout -- {path}`"
+        ) from err
+    return model.eval(), tokenizer
 
 
 def _cached(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase] | None:
@@ -194,6 +253,7 @@ def _sft_policy(spec: PolicySpec, path: Path) -> tuple[PreTrainedModel, PreTrain
         "final_loss": sum(losses[-50:]) / len(losses[-50:]),
         "loss_curve": losses[:: max(1, len(losses) // 100)],
         "cache_version": CACHE_VERSION,
+        "fingerprint": weights_fingerprint(model.eval()),
     }
     save_policy(model, tokenizer, path, meta=meta)
     return model, tokenizer

@@ -11,7 +11,7 @@ fails) and ``write_regime`` writes ``figures/<profile>/regime.json``.
 
 Every gate on pass@1 or pass@k reads one benchmark set, ``gate_benchmarks``: the in-distribution
 levels, averaged. They are what the primary claims average (the pre-registered endpoint of
-DESIGN.md section 7.2), so the gates qualify the very numbers the verdicts are computed from, and
+docs/protocol.md section 2.2), so the gates qualify the numbers the verdicts are computed from, and
 the papers' own regime numbers (base pass@1, RL's lift, narrowing) are averages over their
 benchmark suites, not one benchmark. The main benchmark alone (``main_benchmark``: the ablations'
 and the premise's) would judge the primary claims on a set they do not read; the gates once read
@@ -83,8 +83,8 @@ class Gate:
     limit: str = ""
 
 
-# The papers' regime (issue 16; DESIGN.md section 7). The same at every profile: a profile whose
-# policies are not in it (smoke: seconds of SFT) fails its gates, and says so.
+# The papers' regime (issue 16; docs/protocol.md section 2.1). The same at every profile: a
+# profile whose policies are not in it (smoke: seconds of SFT) fails its gates, and says so.
 GATES: dict[str, Gate] = {
     "base_pass1": Gate("base pass@1, in-distribution mean (a fraction)", Threshold(0.10, 0.40)),
     "grpo_pass1_gain": Gate(

@@ -13,33 +13,47 @@ done; inside a notebook, finished RL runs and evaluations are loaded from their 
 re-run notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
-prepare what they will load, one torch thread each: the tiny policies (SFT), the weak-prefix
-training sets, then every planned RL run with its evaluations
-(``psnlib.replication.experiments.planned_work``), then the premise's evaluations of each GRPO
-checkpoint (``psnlib.replication.premise``: noise against temperature at equal pass@1, one task
-per seed). Tiny models gain little from a second thread, so on 2 cores two runs at once finish
-about twice as fast as one after the other. Wall times of each
-stage and notebook are printed and appended to this reproduction's log,
-``runs/<profile>/reproduce_timing.json`` (kept across interruptions, so its tasks add up to a run
-from scratch), which is copied to ``figures/<profile>/`` after each entry.
+compute, one torch thread each, every task of the plan that has no usable record in the run ledger
+(``psnlib.replication.jobs``, ``psnlib.replication.ledger``: ``results/<profile>/<run key>.json``,
+committed): first the starting policies and weak-prefix sets that are neither committed nor
+cached, then the tasks, primary comparisons first, each writing its record. Tiny models gain
+little from a second thread, so on 2 cores two tasks at once finish about twice as fast as one
+after the other. The notebooks read the records, so on a clone whose records are complete nothing
+is trained or evaluated; where records are missing, the notebooks wait until they are made (run it
+again: it resumes, the caches keep a killed task's finished parts). ``--budget SECONDS`` or
+``--until HH:MM`` start no task whose cost, estimated from the records' measured CPU seconds
+(``jobs.estimate``), would end after it, so a time-limited job stops with its records written;
+``--status`` shows the plan's records (done / missing / stale per arm and seed, CPU time done and
+left) and trains nothing. ``--rebuild`` re-runs the SFT of the committed starting policies and
+compares fingerprints; ``--commit-start`` copies built ones into ``results/start/``. Wall times
+of each stage and notebook are appended to ``runs/<profile>/reproduce_timing.json``, copied to
+``figures/<profile>/`` as each notebook finishes. A task that fails is reported and the others go
+on; workers die with the process that started them.
 
 A bad command line (an unknown profile, a notebooks directory that does not exist or holds no
-notebook, ``--only`` words that match none, a negative ``--workers``, an ``--out`` or data
+notebook, ``--only`` with no word or words that match none, a negative ``--workers``, a budget
+that is not a positive number of seconds, an ``--until`` that is not HH:MM, an ``--out`` or data
 directory that cannot be written) ends the program with one line naming it, before any work.
+``PSNLIB_DATA`` and the ledger's folder are resolved to absolute paths here, once.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import datetime
 import hashlib
 import html
+import math
 import os
 import platform
+import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import partial
 from importlib.metadata import version
 from multiprocessing import get_context
@@ -51,27 +65,26 @@ import pandas as pd
 import torch
 
 from psnlib.io import (
+    WriteFailed,
     atomic_write_json,
     atomic_write_text,
     check_data_dir,
     check_writable,
+    data_dir,
     read_json,
 )
-from psnlib.replication.evaluation import eval_config, evaluate_benchmarks
-from psnlib.replication.experiments import planned_runs, planned_work
+from psnlib.replication import jobs, ledger, starting_points
+from psnlib.replication.experiments import planned_runs
 from psnlib.replication.paths import ROOT
 from psnlib.replication.paths import figures_dir as default_figures
-from psnlib.replication.prefixes import prefix_source, prefix_train_set
-from psnlib.replication.premise import premise, premise_at_seed
-from psnlib.replication.pretrain import build_policy, policy_dir, policy_meta
+from psnlib.replication.prefixes import prefix_train_set
+from psnlib.replication.pretrain import build_policy, policy_dir
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.replication.runs import rl_settings
-from psnlib.replication.store import ResultStore
-from psnlib.replication.variants import BASE, EVAL_SEED, Variant, load_variant
 
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 # The kernel's own log at ERROR: ipykernel 7 warns at every start that its localhost TCP sockets
 # are unencrypted (17 identical lines per reproduction); cell output, the notebooks' warnings
 # included, is not the kernel's log and still shows.
@@ -197,26 +210,21 @@ def _prefixes(profile: Profile, seed: int, truncation: str, source: str) -> str:
     return f"prefixes seed {seed}, {truncation} cut, {source} source"
 
 
-def _train_and_evaluate(
-    profile: Profile, variant: Variant, seed: int, benchmarks: tuple[str, ...]
-) -> str:
-    model, tokenizer, _ = load_variant(profile, variant, seed)
-    run_key = variant.run_key(profile, seed)
-    evaluate_benchmarks(
-        model,
-        tokenizer,
-        variant.profile(profile),
-        benchmarks,
-        run_key=run_key,
-        seed=EVAL_SEED,
-        progress=False,
-    )
-    return f"{variant.label} seed {seed} ({len(benchmarks)} benchmarks)"
+def _task(profile: Profile, task: jobs.Task) -> str:
+    jobs.run_task(profile, task)
+    return task.name()
 
 
-def _premise(profile: Profile, seed: int) -> str:
-    premise_at_seed(profile, seed)
-    return f"premise seed {seed}"
+def _die_with_parent() -> None:
+    """In a worker: ask the kernel to kill it when its parent dies (Linux' PR_SET_PDEATHSIG), so
+    a ``kill -9`` of ``make reproduce`` leaves no worker behind; elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the request: go now
+        os._exit(1)
 
 
 def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float]:
@@ -227,76 +235,135 @@ def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float
     return name, time.perf_counter() - start, time.process_time() - cpu
 
 
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes that die with this one (``_die_with_parent``)."""
+    return ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=_die_with_parent
+    )
+
+
 def _run_all(
-    stage: str, tasks: list[tuple], workers: int, record: Callable[[dict], None] | None = None
-) -> None:
-    """Run ``(function, *args)`` tasks, ``workers`` processes at a time; report each, and
-    ``record`` its wall and CPU seconds (``_record``). One thread per task, so the CPU seconds are
-    its wall time on a quiet machine, unlike wall time not stretched by other jobs or pauses."""
+    stage: str,
+    tasks: list[tuple],
+    workers: int,
+    record: Callable[[dict], None] | None = None,
+    fits: Callable[[int], bool] | None = None,
+    keep_going: bool = False,
+) -> list[str]:
+    """Run ``(function, *args)`` tasks, ``workers`` processes at a time, in order; report each,
+    and ``record`` its wall and CPU seconds (``_record``). One thread per task, so the CPU seconds
+    are its wall time on a quiet machine, unlike wall time not stretched by other jobs or pauses.
+    ``fits(i)`` says whether task ``i`` may start now (``--budget``); one that may not is left
+    out. A task that fails raises its error, or with ``keep_going`` is reported and the others go
+    on. Returns the names of the tasks that failed."""
     print(f"[psnlib] {stage}: {len(tasks)} task(s), {workers} worker(s)", flush=True)
-    if workers == 1:
-        done: Iterable = (_one_thread(*task) for task in tasks)
-    else:
-        pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
-        done = (f.result() for f in as_completed([pool.submit(_one_thread, *t) for t in tasks]))
+    failed: list[str] = []
+    pool = _pool(workers) if workers > 1 else None
+    waiting: list[int] = list(range(len(tasks)))
+    running: dict[Any, int] = {}
+    done = 0
     try:
-        for i, (name, seconds, cpu) in enumerate(done, 1):
-            print(f"[psnlib]   {i}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
-            if record is not None:
-                entry = {"stage": stage, "task": name, "workers": workers}
-                record({**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
+        while waiting or running:
+            while waiting and len(running) < max(workers, 1):
+                i = waiting.pop(0)
+                if fits is not None and not fits(i):
+                    continue
+                if pool is None:
+                    running[_Now(tasks[i])] = i
+                else:
+                    running[pool.submit(_one_thread, *tasks[i])] = i
+            if not running:
+                break
+            finished = wait(running, return_when=FIRST_COMPLETED).done if pool else list(running)
+            for future in finished:
+                i, done = running.pop(future), done + 1
+                try:
+                    name, seconds, cpu = future.result()
+                except Exception as err:
+                    if not keep_going:
+                        raise
+                    failed.append(str(tasks[i][1:]))
+                    print(f"[psnlib]   {done}/{len(tasks)} FAILED {tasks[i][1:]}: {err!r}")
+                    continue
+                print(f"[psnlib]   {done}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
+                if record is not None:
+                    entry = {"stage": stage, "task": name, "workers": workers}
+                    record({**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
     finally:
-        if workers > 1:
+        if pool is not None:
             pool.shutdown(cancel_futures=True)
+    return failed
 
 
-def prepare(profile: Profile, workers: int, record: Callable[[dict], None] | None = None) -> None:
-    """Build, train and evaluate everything the notebooks load, ``workers`` at a time, stage by
-    stage (policies, weak prefixes, runs, premise); each task's time is passed to ``record``."""
-    work = planned_work(profile)
-    specs = {profile.base, profile.weak, *(v.profile(profile).base for v, _, _ in work)}
-    prefixes = set()
-    for v, seed, _ in work:
-        settings = {} if v.arm == BASE else rl_settings(profile, v.arm, seed, **v.settings)
-        if settings.get("prefix_prob", 0.0) > 0:
-            prefixes.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
-            specs.add(prefix_source(profile, settings["prefix_source"]))
-    _run_all("policies", [(_build, spec) for spec in specs], workers, record)
-    prefix_tasks = [(_prefixes, profile, *key) for key in sorted(prefixes)]
+class _Now:
+    """A task run here, now, with ``Future``'s ``result``: the one-worker path of ``_run_all``."""
+
+    def __init__(self, task: tuple) -> None:
+        try:
+            self._value, self._error = _one_thread(*task), None
+        except Exception as err:
+            self._value, self._error = None, err
+
+    def result(self) -> tuple[str, float, float]:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def prepare(
+    profile: Profile,
+    workers: int,
+    record: Callable[[dict], None] | None = None,
+    deadline: float | None = None,
+) -> pd.DataFrame:
+    """Compute every task of the plan whose record is not done (``psnlib.replication.jobs``),
+    ``workers`` at a time, primary comparisons first: first the starting policies and prefix sets
+    that are neither committed nor cached, then the tasks. With ``deadline`` (a
+    ``time.monotonic()`` value) a task starts only if its estimated CPU seconds
+    (``jobs.estimate``; one thread each, so about its wall time) end before it. Returns the
+    plan's status after (``jobs.status``)."""
+    todo = [s for s in starting_points.policies(profile) if not policy_dir(s).exists()]
+    _run_all("policies", [(_build, spec) for spec in todo], workers, record)
+    prefix_tasks = [(_prefixes, profile, *key) for key in starting_points.prefix_sets(profile)]
     _run_all("weak prefixes", prefix_tasks, workers, record)
-    work = sorted(work, key=lambda item: -len(item[2]))  # most benchmarks first: a short tail
-    _run_all("runs", [(_train_and_evaluate, profile, *item) for item in work], workers, record)
-    seeds = premise(profile).seeds  # their GRPO runs are trained above (rl_narrows_coverage)
-    _run_all("premise", [(_premise, profile, seed) for seed in seeds], workers, record)
+    plan = jobs.tasks(profile)
+    table = jobs.status(profile, plan)
+    costs = jobs.estimate(table)
+    left = [i for i in range(len(plan)) if table["state"].iloc[i] != "done"]
+
+    def fits(i: int) -> bool:
+        cost = costs.iloc[left[i]]
+        if deadline is None or cost != cost:  # no deadline, or nothing measured to go by
+            return deadline is None or time.monotonic() < deadline
+        if time.monotonic() + cost <= deadline:
+            return True
+        print(f"[psnlib]   not started: {plan[left[i]].name()} (about {cost:.0f} s)", flush=True)
+        return False
+
+    tasks = [(_task, profile, plan[i]) for i in left]
+    failed = _run_all("runs", tasks, workers, record, fits, keep_going=True)
+    if failed:
+        print(f"[psnlib] {len(failed)} task(s) failed; their records are not written", flush=True)
+    return jobs.status(profile, plan)
 
 
 def measured_compute(profile: Profile) -> pd.DataFrame:
-    """What each planned run cost, from its own records; nothing is trained or evaluated.
+    """What each planned run cost, from its ledger record; nothing is trained or evaluated.
 
-    One row per run of ``planned_work``: ``train_seconds``, the sum of its steps' ``step_time``
-    (generation included; 0 for a base policy) and ``eval_seconds``, its benchmarks'
-    evaluation time; NaN where the run or one of its evaluations is not finished. Both are wall
-    times of the process that did the work, so they include whatever shared the machine then.
+    One row per task of the plan (``psnlib.replication.jobs.tasks``): run, policy, seed,
+    ``train_seconds`` (CPU seconds of its training, the trainer's ``step_cpu_time``; 0 for a base
+    policy) and ``eval_seconds`` (CPU seconds of its evaluations and premise); NaN where its
+    record is not done. One thread each, so about its wall time on a quiet machine.
     """
     rows = []
-    for v, seed, benchmarks in planned_work(profile):
-        p, key = v.profile(profile), v.run_key(profile, seed)
-        row = {"run": key, "policy": v.label, "seed": seed}
-        if v.arm == BASE:
-            done, train = policy_dir(p.base).exists(), 0.0
-        else:
-            path = v.run_path(profile, seed)
-            done = path.exists()
-            log = policy_meta(path)["log"] if done else []
-            train = sum(float(e.get("step_time", 0.0)) for e in log)
-        parts = []
-        if done:
-            model, _, _ = load_variant(profile, v, seed)  # cached: loaded, not trained
-            store = ResultStore.for_run(p.name, key, eval_config(model, p, key, EVAL_SEED))
-            parts = [store.load(b) for b in benchmarks]
-        finished = bool(parts) and all(t is not None for t in parts)
-        evaluate = sum(float(t["curves"]["seconds"].iloc[0]) for t in parts) if finished else None
-        rows.append(row | {"train_seconds": train if done else None, "eval_seconds": evaluate})
+    for task in jobs.tasks(profile):
+        expected = task.expected(profile)
+        record = ledger.usable(expected)
+        cpu = record["cpu_seconds"] if record is not None else {}
+        row = {"run": expected.key, "policy": task.variant.label, "seed": task.seed}
+        train = cpu.get("train") if task.kind == "run" else 0.0 if record else None
+        evaluate = cpu.get("evaluate", 0.0) + cpu.get("premise", 0.0) if record else None
+        rows.append(row | {"train_seconds": train, "eval_seconds": evaluate})
     return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
 
 
@@ -341,11 +408,66 @@ def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
     ValueError names the first bad one, before any work."""
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.only is not None and not args.only:
+        raise ValueError("--only needs at least one word (a part of a notebook's name)")
+    if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
+        raise ValueError(f"--budget must be a number of seconds > 0, got {args.budget}")
     settings = get_profile(args.profile)
     paths = notebook_paths(args.notebooks, args.only)
     check_writable(args.out, "--out")
     check_data_dir()
     return settings, paths
+
+
+def until(clock: str, now: datetime.datetime | None = None) -> float:
+    """Seconds from ``now`` (default: this moment, local time) to the next ``HH:MM``; a
+    ValueError names a ``clock`` that is not one."""
+    try:
+        hour, minute = (int(x) for x in clock.split(":"))
+        now = now or datetime.datetime.now()
+        end = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    except ValueError as err:
+        raise ValueError(
+            f"--until must be a time of day HH:MM (e.g. 17:45), got {clock!r}"
+        ) from err
+    if end <= now:
+        end += datetime.timedelta(days=1)
+    return (end - now).total_seconds()
+
+
+def status_report(profile: Profile, workers: int) -> str:
+    """``--status``: per arm and seed of the plan, done / missing / stale, the CPU time done and
+    the time left at the records' measured costs, with ``workers`` processes."""
+    table = jobs.status(profile)
+    table["estimate"] = jobs.estimate(table)
+    grid = table.pivot_table(
+        index="policy", columns="seed", values="state", aggfunc="first", sort=False
+    ).fillna("")
+    letters = grid.map(lambda state: {"done": "+", "missing": "."}.get(state, state[:1] or " "))
+    lines = [
+        f"[psnlib] the plan at profile {profile.name!r}: {len(table)} tasks, records in "
+        f"{ledger.profile_dir(profile.name)}"
+    ]
+    lines.append("  + done, . missing, s stale, d damaged, u unusable here; seeds across")
+    width = max(len(p) for p in grid.index)
+    lines.append(f"  {'':{width}}  " + " ".join(f"{s:>2}" for s in grid.columns))
+    for policy, row in letters.iterrows():
+        lines.append(f"  {policy:{width}}  " + " ".join(f"{x:>2}" for x in row))
+    counts = table["state"].value_counts().to_dict()
+    done = table["cpu_seconds"][table["state"] == "done"].sum()
+    left = table["estimate"][table["state"] != "done"]
+    lines.append(f"  states: {counts}; CPU done {done / 3600:.2f} h")
+    if len(left):
+        unknown = int(left.isna().sum())
+        hours = left.sum() / 3600
+        text = f"  left: {len(left)} tasks, about {hours:.1f} CPU h"
+        text += f" = {hours / max(workers, 1):.1f} h with {workers} worker(s)"
+        if unknown:
+            text += f" ({unknown} with no measured cost yet, not counted)"
+        lines.append(text)
+    for row in table[~table["state"].isin(["done", "missing"])].itertuples():
+        lines.append(f"  {row.state}: {row.policy} seed {row.seed} ({row.run}): {row.why}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,19 +478,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
     parser.add_argument("--force", action="store_true", help="re-run notebooks already done")
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
-    parser.add_argument("--out", type=Path, default=ROOT, help="where figures/ and runs/ go")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT, help="where figures/, runs/ and results/ go"
+    )
     parser.add_argument(
         "--workers",
         type=int,
         default=1 if torch.cuda.is_available() else min(os.cpu_count() or 1, 4),
         help="processes that train and evaluate the planned runs before the notebooks; 0 skips",
     )
+    parser.add_argument("--status", action="store_true", help="show the plan's records and stop")
+    parser.add_argument(
+        "--budget", type=float, help="seconds: start no task that would not end within them"
+    )
+    parser.add_argument("--until", help="HH:MM: start no task that would not end by then")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="re-run the SFT of the committed starting policies and compare fingerprints",
+    )
+    parser.add_argument(
+        "--commit-start",
+        action="store_true",
+        help="copy the profile's built starting policies and prefix sets into results/start/",
+    )
     args = parser.parse_args(argv)
     try:
         settings, paths = check_arguments(args)
+        seconds_left = until(args.until) if args.until else args.budget
     except ValueError as err:
         sys.exit(f"psnlib.replication.reproduce: error: {err}")
+    deadline = time.monotonic() + seconds_left if seconds_left else None
+    # Resolved once, here: the notebooks run from notebooks/, where a relative path means another
+    # folder, and their kernels and the workers inherit these (restored when main returns).
+    paths_of = {"PSNLIB_DATA": data_dir(), ledger.RESULTS_ENV: args.out / "results"}
+    before = {name: os.environ.get(name) for name in paths_of}
+    os.environ.update({name: str(Path(path).resolve()) for name, path in paths_of.items()})
+    try:
+        return _main(args, settings, paths, deadline)
+    except WriteFailed as err:  # a full disk, a read-only folder: one line, not a traceback
+        sys.exit(f"psnlib.replication.reproduce: error: {err}")
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _main(
+    args: argparse.Namespace, settings: Profile, paths: list[Path], deadline: float | None
+) -> int:
+    """``main`` once the command line is checked and the paths resolved."""
     profile, fingerprint = settings.name, profile_fingerprint(settings)
+    if args.status:
+        print(status_report(settings, args.workers))
+        return 0
+    if args.rebuild:
+        print(starting_points.rebuild(settings).to_string(index=False))
+        return 0
+    if args.commit_start:
+        print(f"[psnlib] starting points in {starting_points.commit(settings)}")
+        return 0
     figures_dir = default_figures(profile, args.out).resolve()
     runs_dir = (args.out / "runs" / profile).resolve()
     plan = planned_runs(settings)
@@ -376,15 +547,29 @@ def main(argv: list[str] | None = None) -> int:
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
         f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
     )
-    record = partial(_record, runs_dir / TIMING_FILE, copy_to=figures_dir / TIMING_FILE)
+    log = runs_dir / TIMING_FILE
+    record = partial(_record, log)
     figures_dir.mkdir(parents=True, exist_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    record_versions(figures_dir)
     if args.workers and not args.only:
         start = time.perf_counter()
-        prepare(settings, args.workers, record)
-        seconds = round(time.perf_counter() - start)
-        record({"stage": "prepare", "workers": args.workers, "seconds": seconds})
+        table = prepare(settings, args.workers, record, deadline)
+        record(
+            {
+                "stage": "prepare",
+                "workers": args.workers,
+                "seconds": round(time.perf_counter() - start),
+            }
+        )
+        left = table[table["state"] != "done"]
+        if len(left):
+            print(
+                f"[psnlib] {len(left)} of {len(table)} tasks have no record yet: the notebooks "
+                "run once every record is made (run it again to go on; --status shows them)",
+                flush=True,
+            )
+            return 0 if deadline is not None else 1
+    record_versions(figures_dir)
     for path in paths:
         done = runs_dir / f"{path.stem}.done"
         if not args.force and read_json(done, "notebook record") == {"profile": fingerprint}:
@@ -394,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[psnlib] {path.name}: running (log below) ...", flush=True)
         run_notebook(path, profile, figures_dir, runs_dir)
         seconds = round(time.perf_counter() - start)
-        record({"stage": path.stem, "seconds": seconds})
+        _record(log, {"stage": path.stem, "seconds": seconds}, figures_dir / TIMING_FILE)
         atomic_write_json(done, {"profile": fingerprint})
         print(f"[psnlib] {path.name}: finished in {seconds} s", flush=True)
     return 0

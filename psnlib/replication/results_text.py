@@ -294,8 +294,8 @@ def code_differences_markdown(
 
 
 CODE_INTRO = """\
-The authors' released code (`baibizhe/psn_rlvr`, commit 6a27058; DESIGN.md section 1.1) is not
-the method the paper's text describes, and the paper's numbers come from the code. Each
+The authors' released code (`baibizhe/psn_rlvr`, commit 6a27058; docs/protocol.md section 1.2) is
+not the method the paper's text describes, and the paper's numbers come from the code. Each
 difference, what this profile's arms do, and the claims above that test it, with their verdicts."""
 
 

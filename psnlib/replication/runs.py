@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import re
 import shutil
 import types
@@ -32,7 +31,14 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from psnlib.io import Damaged, atomic_write_json, data_dir, exclusive, load_cached
+from psnlib.io import (
+    Damaged,
+    atomic_write_json,
+    data_dir,
+    exclusive,
+    load_cached,
+    replace_directory,
+)
 from psnlib.models import META_FILE, check_finite, load_saved_policy
 from psnlib.noise import EVERY_PARAMETER
 from psnlib.replication.prefixes import PREFIX_SOURCES, prefix_train_set
@@ -313,9 +319,7 @@ def save_run(
     trainer.save_model(str(aside))
     if processes.is_main_process:
         atomic_write_json(aside / META_FILE, meta)
-        if policy.exists():
-            shutil.rmtree(policy)
-        os.replace(aside, policy)
+        replace_directory(aside, policy)  # a kill leaves the old policy or the new, whole
     processes.wait_for_everyone()
 
 

@@ -9,6 +9,7 @@ by two notebooks is trained and evaluated once.
 
 from __future__ import annotations
 
+import json
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.replication.evaluation import evaluate_benchmarks
-from psnlib.replication.pretrain import base_policy, spec_hash
+from psnlib.replication import ledger
+from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks, labelled
+from psnlib.replication.pretrain import base_policy, policy_name, spec_hash, starting_fingerprint
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.runs import ARMS, reward_key, rl_settings, run_dir, train_policy
 from psnlib.tasks.datasets import task_reward
@@ -142,6 +144,35 @@ def load_variant(
     return train_policy(profile, variant.arm, seed, **variant.settings)
 
 
+def expectation(
+    profile: Profile,
+    variant: Variant,
+    seed: int,
+    benchmarks: tuple[str, ...],
+    premise: dict[str, Any] | None = None,
+) -> ledger.Expected:
+    """What the ledger record of ``variant`` at ``seed`` must match to stand for its training and
+    its evaluations on ``benchmarks`` (and its premise, with ``premise``'s settings) at
+    ``profile``: ``psnlib.replication.ledger.Expected``."""
+    p = variant.profile(profile)
+    kinds = ("base",) if variant.arm == BASE else ("run",)
+    as_json = json.loads(json.dumps(eval_settings(p, EVAL_SEED)))
+    return ledger.Expected(
+        profile=p.name,
+        key=variant.run_key(profile, seed),
+        kinds=kinds + (("premise",) if premise is not None else ()),
+        evaluation=as_json,
+        benchmarks=tuple(benchmarks),
+        start=starting_fingerprint(p.base),
+        premise=json.loads(json.dumps(premise)) if premise is not None else None,
+    )
+
+
+def start_name(spec: PolicySpec) -> str:
+    """How a record names the policy its run started from."""
+    return spec.name_or_path or policy_name(spec)
+
+
 def _label(table: pd.DataFrame, variant: Variant, seed: int, tags: list[str]) -> pd.DataFrame:
     keys = {"policy": variant.label, "seed": seed, **{t: variant.tags.get(t) for t in tags}}
     front = pd.DataFrame(keys, index=table.index)
@@ -155,7 +186,9 @@ def compare(
     benchmarks: tuple[str, ...] = (),
     progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
-    """Train (or load) every variant at every seed and evaluate it on ``benchmarks``.
+    """Train (or load) every variant at every seed and evaluate it on ``benchmarks``; where the
+    run ledger holds a usable record of a variant and seed (``expectation``), its tables are read
+    from the record and no weights are loaded.
 
     Returns tidy tables, each with columns policy, seed and the variants' tags (None where a
     variant lacks one) first:
@@ -174,22 +207,33 @@ def compare(
     out: dict[str, list[pd.DataFrame]] = {"curves": [], "problems": [], "logs": []}
     work = [(variant, seed) for variant in variants for seed in variant.seeds(seeds)]
     bar = tqdm(work, desc="policies", unit="policy", disable=not progress)
+    records = []
     for variant, seed in bar:
         bar.set_postfix_str(f"{variant.label}, seed {seed}")
-        model, tokenizer, log = load_variant(profile, variant, seed)
+        key = variant.run_key(profile, seed)
+        record = ledger.usable(expectation(profile, variant, seed, benchmarks))
+        if record is not None:  # the run ledger's: no weights loaded
+            records.append(record)
+            log = ledger.log_table(record)
+            parts = ledger.benchmark_tables(record, benchmarks)
+            tables = labelled(parts, key, EVAL_SEED) if benchmarks else {}
+        else:
+            model, tokenizer, log = load_variant(profile, variant, seed)
+            if benchmarks:
+                tables = evaluate_benchmarks(
+                    model,
+                    tokenizer,
+                    variant.profile(profile),
+                    benchmarks,
+                    run_key=key,
+                    seed=EVAL_SEED,
+                    progress=progress,
+                )
         out["logs"].append(_label(log, variant, seed, tags))
         if benchmarks:
-            tables = evaluate_benchmarks(
-                model,
-                tokenizer,
-                variant.profile(profile),
-                benchmarks,
-                run_key=variant.run_key(profile, seed),
-                seed=EVAL_SEED,
-                progress=progress,
-            )
             for name in ("curves", "problems"):
                 out[name].append(_label(tables[name].drop(columns="run"), variant, seed, tags))
+    ledger.one_start(records)
     return {
         name: pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         for name, tables in out.items()

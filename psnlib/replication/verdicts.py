@@ -8,8 +8,9 @@ Verdict words (``verdict``):
 
 - *reproduced*: the paper's direction, the interval clear of 0;
 - *contradicted*: the interval clear of 0 the other way;
-- *smaller than reported*: the interval covers 0 but lies wholly below the paper's reported
-  difference: the paper's size is excluded, its direction is not refuted;
+- *smaller than reported*: the interval covers 0 (an end on 0 covers it: ``[0, 0]``, identical
+  arms, is no verdict either way) but lies wholly below the paper's reported difference: the
+  paper's size is excluded, its direction is not refuted;
 - *inconclusive*: anything else;
 - "about equal" claims (direction ``EQUIVALENT``, 0) are judged against an equivalence margin
   ``m``, stated with the claim: *reproduced* when the interval lies inside ``[-m, m]``,
@@ -19,8 +20,8 @@ Verdict words (``verdict``):
   ``-m`` (the one-sided 97.5% bound excludes a loss larger than ``m``), *contradicted* when its
   upper end lies below ``-m`` (a loss larger than ``m``), *inconclusive* otherwise. A gain, however
   large, never contradicts it;
-- an interval that could not be computed (NaN: e.g. a statistic that needs more seeds than the
-  profile has) is *inconclusive*;
+- an interval that could not be computed (an end NaN, e.g. a statistic that needs more seeds
+  than the profile has, or infinite, an overflow) is *inconclusive*;
 - a claim measured on one seed is *exploratory*: its interval (a bootstrap over problems) leaves
   out seed-to-seed spread, so it is never a verdict.
 

@@ -1,0 +1,120 @@
+"""The version of the code that computes a record: a hash of the syntax trees it runs.
+
+A record of the run ledger (``psnlib.replication.ledger``) names the code that computed it, so a
+record made by code that has changed since is *stale*. What counts is what a task executes: the
+modules its entry points import, followed through every ``import`` of a ``psnlib`` module (an
+import of a package reads its ``__init__``), less ``ANALYSIS``, the modules that compute no
+result. Each module counts by its syntax tree (``ast.dump``) without docstrings, so comments,
+docstrings and formatting change no version, while any changed statement, name or value does.
+
+Each kind of task has its own entry points (``ROOTS``): an edit of the trainer makes the RL runs
+stale and leaves the base policy's evaluations fresh; an edit of ``psnlib/noise.py`` makes stale
+every record whose task imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent  # psnlib/
+
+# What each kind of task executes (``psnlib.replication.jobs``): the base policy's evaluations,
+# an RL run with its evaluations, and the premise on a run's checkpoint.
+ROOTS: dict[str, tuple[str, ...]] = {
+    "base": ("psnlib.replication.evaluation",),
+    "run": ("psnlib.replication.runs", "psnlib.replication.evaluation"),
+    "premise": ("psnlib.replication.premise_sampling", "psnlib.replication.premise"),
+}
+# Modules that compute no result, followed nowhere: the plans (which tasks there are, not how
+# they compute), the profiles (their values reach a record through its run key and the
+# evaluation settings it carries, ``ledger.Record``), and the analysis of records (claims,
+# verdicts, tables, figures, notebook text).
+ANALYSIS = frozenset(
+    f"psnlib.replication.{name}"
+    for name in (
+        "budget",
+        "claim",
+        "claim_stats",
+        "claims",
+        "claims_psn",
+        "claims_weak",
+        "code_differences",
+        "experiments",
+        "notebook",
+        "plots",
+        "profiles",
+        "results",
+        "results_text",
+        "summaries",
+        "verdicts",
+    )
+)
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of ``psnlib`` module ``name`` (a package's ``__init__.py``), or None
+    where ``name`` is not one (a class or function imported from a module)."""
+    parts = name.split(".")
+    if parts[0] != "psnlib":
+        return None
+    path = PACKAGE.joinpath(*parts[1:])
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    """The ``psnlib`` modules an import statement of ``tree`` names: ``import a.b``, ``from a
+    import b`` (``a.b`` where it is a module, else ``a``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if module_file(name) is not None}
+
+
+def without_docstrings(tree: ast.Module) -> ast.Module:
+    """``tree`` with the docstring of the module and of every class and function removed."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            value = first.value if isinstance(first, ast.Expr) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+def closure(roots: tuple[str, ...]) -> dict[str, str]:
+    """Every module ``roots`` execute (``ANALYSIS`` left out): name -> its syntax tree without
+    docstrings, as ``ast.dump`` writes it (no line numbers, so no formatting or comments)."""
+    seen: dict[str, str] = {}
+    todo = [name for name in roots if name not in ANALYSIS]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = module_file(name)
+        if path is None:
+            raise ValueError(f"{name!r} is not a module of psnlib ({PACKAGE})")
+        tree = ast.parse(path.read_text(), filename=str(path))
+        seen[name] = ast.dump(without_docstrings(tree))
+        todo += sorted(_imports(tree) - ANALYSIS - set(seen))
+    return dict(sorted(seen.items()))
+
+
+@cache
+def code_version(kind: str) -> str:
+    """A 12-hex-digit hash of the code a task of ``kind`` (a key of ``ROOTS``) executes."""
+    if kind not in ROOTS:
+        raise ValueError(f"unknown kind of task {kind!r}; allowed: {sorted(ROOTS)}")
+    digest = hashlib.sha256()
+    for name, dump in closure(ROOTS[kind]).items():
+        digest.update(f"{name}\n{dump}\n".encode())
+    return digest.hexdigest()[:12]

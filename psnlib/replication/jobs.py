@@ -1,0 +1,211 @@
+"""The plan's tasks, each computed into one ledger record (``psnlib.replication.ledger``).
+
+A ``Task`` is one policy of the plan (``experiments.planned_work``: a variant at a seed) with
+every benchmark any experiment evaluates it on; an RL task trains the run, evaluates it and, for
+GRPO at the premise's seeds, runs the premise on the checkpoint it has just made, so no
+checkpoint ever has to travel. ``tasks`` lists them in the order that answers the primary
+comparisons first (``PRIORITY``); ``run_task`` computes one and writes its record; ``status``
+says, per task, whether its record is done, missing or stale, and ``estimate`` what a task will
+cost, from the records' measured CPU seconds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+import pandas as pd
+
+from psnlib.replication import ledger
+from psnlib.replication.codeversion import code_version
+from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks
+from psnlib.replication.experiments import GRPO, PLANS, planned_work
+from psnlib.replication.premise import premise, premise_parts, premise_settings
+from psnlib.replication.pretrain import base_policy
+from psnlib.replication.profiles import Profile
+from psnlib.replication.runs import rl_settings
+from psnlib.replication.store import weights_fingerprint
+from psnlib.replication.variants import (
+    BASE,
+    EVAL_SEED,
+    Variant,
+    expectation,
+    load_variant,
+    start_name,
+)
+
+# The plans whose policies run first, group by group: GRPO (with the premise) and the released
+# code's PSN, then the other main arms, then the exploration baselines; the rest (ablations, other
+# models) last. Within a group, seed by seed, so the pairs of a comparison fill in together.
+PRIORITY = (
+    ("rl_narrows_coverage", "released_code"),
+    ("main_results", "weak_prefix", "entropy_dynamics", "coverage", "ood"),
+    ("exploration_baselines",),
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One policy of the plan: ``variant`` at ``seed``, evaluated on ``benchmarks``, and the
+    premise on its checkpoint if ``premise``."""
+
+    variant: Variant
+    seed: int
+    benchmarks: tuple[str, ...]
+    premise: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``base`` (evaluations of a starting policy) or ``run`` (an RL run)."""
+        return "base" if self.variant.arm == BASE else "run"
+
+    def key(self, profile: Profile) -> str:
+        """Its run key: the name of its record."""
+        return self.variant.run_key(profile, self.seed)
+
+    def expected(self, profile: Profile) -> ledger.Expected:
+        """What its record must match (``psnlib.replication.variants.expectation``)."""
+        settings = premise_settings(profile) if self.premise else None
+        return expectation(profile, self.variant, self.seed, self.benchmarks, settings)
+
+    def name(self) -> str:
+        """How progress lines name it."""
+        what = f"{self.variant.label} seed {self.seed} ({len(self.benchmarks)} benchmarks"
+        return what + (", premise)" if self.premise else ")")
+
+
+def _group(profile: Profile) -> dict[str, int]:
+    """Run key -> the first ``PRIORITY`` group of a plan that uses it."""
+    first: dict[str, int] = {}
+    for group, names in enumerate(PRIORITY):
+        for name in names:
+            plan = PLANS[name](profile)
+            for v in plan.variants:
+                for seed in v.seeds(plan.seeds):
+                    first.setdefault(v.run_key(profile, seed), group)
+    return first
+
+
+def tasks(profile: Profile) -> list[Task]:
+    """Every task of ``profile``'s plan, primary comparisons first (``PRIORITY``)."""
+    premise_seeds = set(premise(profile).seeds)
+    grpo = {GRPO.run_key(profile, seed): seed for seed in premise_seeds}
+    found = [
+        Task(v, seed, benchmarks, premise=grpo.get(v.run_key(profile, seed)) == seed)
+        for v, seed, benchmarks in planned_work(profile)
+    ]
+    group, last = _group(profile), len(PRIORITY)
+    order = {id(task): i for i, task in enumerate(found)}
+    return sorted(found, key=lambda t: (group.get(t.key(profile), last), t.seed, order[id(t)]))
+
+
+def run_task(profile: Profile, task: Task) -> dict[str, Any]:
+    """Compute ``task`` (train, evaluate, premise; each resumed from the caches where a sitting
+    was cut short), write its record and return it."""
+    p, key = task.variant.profile(profile), task.key(profile)
+    cpu = time.process_time()
+    model, tokenizer, log = load_variant(profile, task.variant, task.seed)
+    trained = time.process_time() - cpu
+    if "step_cpu_time" in log:  # the trainer's own measure, whichever sitting trained it
+        trained = float(log["step_cpu_time"].sum())
+    cpu = time.process_time()
+    tables = evaluate_benchmarks(
+        model, tokenizer, p, task.benchmarks, run_key=key, seed=EVAL_SEED, progress=False
+    )
+    evaluated = time.process_time() - cpu
+    parts = {
+        b: {
+            name: tables[name][tables[name]["benchmark"] == b]
+            .drop(columns=["run", "seed", "benchmark"])
+            .reset_index(drop=True)
+            for name in ("problems", "curves")
+        }
+        for b in task.benchmarks
+    }
+    kinds = [task.kind]
+    record: dict[str, Any] = {}
+    cpu = time.process_time()
+    if task.premise:
+        kinds.append("premise")
+        record["premise"] = {
+            "config": premise_settings(profile),
+            "parts": ledger.parts_json(premise_parts(profile, task.seed)),
+        }
+    premised = time.process_time() - cpu
+    start, _, _ = base_policy(p)
+    v = task.variant
+    settings = {} if task.kind == "base" else rl_settings(p, v.arm, task.seed, **v.settings)
+    record |= {
+        "schema": ledger.SCHEMA,
+        "key": key,
+        "profile": p.name,
+        "kind": task.kind,
+        "arm": task.variant.arm,
+        "seed": task.seed,
+        "settings": settings,
+        "evaluation": eval_settings(p, EVAL_SEED),
+        "start": {"policy": start_name(p.base), "fingerprint": weights_fingerprint(start)},
+        "weights": weights_fingerprint(model),
+        "code": {kind: code_version(kind) for kind in kinds},
+        "log": ledger.table_json(log),
+        "benchmarks": ledger.parts_json(parts),
+        "machine": ledger.machine(),
+        "cpu_seconds": {"train": trained, "evaluate": evaluated, "premise": premised},
+        "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    ledger.write(record)
+    return record
+
+
+def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
+    """One row per task of ``plan`` (default: ``tasks(profile)``), in its order: policy, arm,
+    seed, run (its key), ``state`` (``done``, ``missing``, or ``stale``/``damaged``/``unusable``,
+    with the reasons in ``why``) and the CPU seconds a done record took (``cpu_seconds``)."""
+    rows = []
+    for task in plan if plan is not None else tasks(profile):
+        expected = task.expected(profile)
+        path = ledger.record_path(expected.profile, expected.key)
+        record = ledger.load(path) if path.exists() else None
+        wrong = ledger.problems(record, expected) if record is not None else []
+        if record is None:
+            state = "damaged" if path.exists() else "missing"
+        elif not wrong:
+            state = "done"
+        else:
+            state = "stale" if any(w.startswith("stale") for w in wrong) else "unusable"
+        cpu = sum(record["cpu_seconds"].values()) if record is not None else float("nan")
+        rows.append(
+            {"policy": task.variant.label, "arm": task.variant.arm, "seed": task.seed}
+            | {"run": expected.key, "benchmarks": len(task.benchmarks), "premise": task.premise}
+            | {"state": state, "why": "; ".join(wrong), "cpu_seconds": cpu}
+        )
+    return pd.DataFrame(rows)
+
+
+def estimate(table: pd.DataFrame) -> pd.Series:
+    """CPU seconds each task of ``status``'s table costs: its own record's where done; else the
+    median of the done records of its arm with as many benchmarks and the same premise flag, else
+    of any arm with as many benchmarks, else of every done record (NaN with none done)."""
+    done = table[table["state"] == "done"]
+    rough = [
+        lambda row: (
+            (done["arm"] == row.arm)
+            & (done["benchmarks"] == row.benchmarks)
+            & (done["premise"] == row.premise)
+        ),
+        lambda row: done["benchmarks"] == row.benchmarks,
+        lambda row: done["arm"] == done["arm"],
+    ]
+    costs = []
+    for row in table.itertuples():
+        cost = row.cpu_seconds if row.state == "done" else float("nan")
+        for like in rough if row.state != "done" else ():
+            similar = done[like(row)]["cpu_seconds"]
+            if len(similar):
+                cost = float(median(similar))
+                break
+        costs.append(cost)
+    return pd.Series(costs, index=table.index, name="estimate")
