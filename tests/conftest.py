@@ -1,15 +1,42 @@
 """Fixtures and builders shared by several test files: one thread, and the tiny trainer setup
-(a smoke-size policy, four Countdown prompts, a reward that varies across random completions)."""
+(a smoke-size policy, four Countdown prompts, a reward that varies across random completions);
+the hypothesis profile of the run."""
 
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from datasets import Dataset
+from hypothesis import settings
+from hypothesis.errors import InvalidArgument
 
 from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+
+# Property tests in CI (CI=true) draw the same examples at every run, with no example database:
+# a CI run cannot fail on a new draw, and a failure there reproduces. Locally hypothesis' default
+# profile: new random examples each run, failures remembered in .hypothesis/. The "ci" profile
+# extends hypothesis' own where it has one (6.170 does: deadline off, ...; it loads that one
+# wherever it sees a CI variable set, to any value).
+try:
+    _HYPOTHESIS_CI: settings | None = settings.get_profile("ci")
+except InvalidArgument:  # an older hypothesis, without it
+    _HYPOTHESIS_CI = None
+settings.register_profile("ci", _HYPOTHESIS_CI, derandomize=True, database=None)
+
+
+def hypothesis_profile(environ: Mapping[str, str]) -> str | None:
+    """The hypothesis profile this conftest loads in ``environ``: "ci" where CI is "true", else
+    None (hypothesis' own choice stands: its default profile locally)."""
+    return "ci" if environ.get("CI") == "true" else None
+
+
+if (_profile := hypothesis_profile(os.environ)) is not None:
+    settings.load_profile(_profile)  # before the test modules build their settings
+
 
 PROMPTS = ["7 3 5 4->22:", "1 2 3 4->10:", "9 9 1 2->18:", "5 6 7 8->3:"]
 G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
@@ -17,8 +44,21 @@ G = 4  # rollouts per prompt: small, but enough for non-trivial group statistics
 CHECKPOINTED = {"max_steps": 3, "save_strategy": "steps", "save_steps": 1, "sigma": 0.01}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_ledger(tmp_path_factory) -> Iterator[None]:
+    """Every test reads and writes a run ledger of its own (``PSNLIB_RESULTS``), never the
+    checkout's committed ``results/``: a record there would stand in for what a test computes."""
+    before = os.environ.get("PSNLIB_RESULTS")
+    os.environ["PSNLIB_RESULTS"] = str(tmp_path_factory.mktemp("results"))
+    yield
+    if before is None:
+        os.environ.pop("PSNLIB_RESULTS", None)
+    else:
+        os.environ["PSNLIB_RESULTS"] = before
+
+
 @pytest.fixture
-def one_thread():
+def one_thread() -> Iterator[None]:
     """Tiny models gain nothing from threads, and oversubscribed cores make them crawl."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -26,7 +66,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def distinct_chars(completions: list[str], **kwargs) -> list[float]:
+def distinct_chars(completions: list[str], **kwargs: Any) -> list[float]:
     """A cheap reward that varies across random completions, so advantages are non-zero."""
     return [len(set(c)) / 10 for c in completions]
 

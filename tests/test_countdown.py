@@ -1,11 +1,13 @@
 """Countdown: verifier, enumerator (against brute force), canonical forms, sampling, generator."""
 
 import itertools
+import os
 import random
 import time
 
 import pytest
-from hypothesis import given, settings
+from conftest import hypothesis_profile
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from psnlib.tasks.countdown import (
@@ -245,18 +247,86 @@ def test_canonical_form_dedupes_identical_chains():
     assert distinct_solutions(problem) == len(forms) < count_solutions(problem)
 
 
+@st.composite
+def distinct_solved(draw: st.DrawFn) -> tuple[Problem, str]:
+    """A (problem, correct chain) of four distinct numbers in [20, 60], with + - * only."""
+    values = draw(st.lists(st.integers(20, 60), min_size=4, max_size=4, unique=True))
+    by_value = chains_by_value(values, "+-*")
+    target = draw(st.sampled_from(sorted(by_value)))
+    chain = draw(st.sampled_from(by_value[target]))
+    return Problem(tuple(values), target), chain
+
+
+def independent(first: Step, second: Step) -> bool:
+    """Whether consecutive steps ``first``, ``second`` can swap places and keep the chain's
+    expression tree. ``canonical_form`` reads an operand as the latest earlier result of its
+    value, else as a number: neither step may read a value the other one results in (in the
+    swapped order ``first`` would read ``second``'s result), and the two results differ."""
+    second_reads_first = first.result in (second.a, second.b)
+    first_reads_second = second.result in (first.a, first.b)  # once swapped
+    return not (second_reads_first or first_reads_second or first.result == second.result)
+
+
+# Step 2's result 21 is also the number step 1 reads (issue 39); hypothesis drew it.
+RESULT_EQUALS_EARLIER_OPERAND = (Problem((34, 21, 55, 36), 1197), "21+36=57,55-34=21,21*57=1197")
+
+
 @FAST
-@given(values=st.lists(st.integers(20, 60), min_size=4, max_size=4, unique=True), data=st.data())
-def test_canonical_form_ignores_operand_and_independent_step_order(values, data):
-    """Swap + and * operands, and reorder two independent steps (values all distinct)."""
-    problem, chain = solved(values, "+-*", data)
+@example(case=RESULT_EQUALS_EARLIER_OPERAND)
+@given(case=distinct_solved())
+def test_canonical_form_ignores_operand_and_independent_step_order(
+    case: tuple[Problem, str],
+) -> None:
+    """Swap + and * operands, and reorder two independent steps (numbers all distinct)."""
+    problem, chain = case
     steps = parse_chain(chain)
     swapped = [Step(s.b, s.op, s.a, s.result) if s.op in "+*" else s for s in steps]
     assert canonical_form(format_chain(swapped)) == canonical_form(chain)
-    if steps[0].result not in (steps[1].a, steps[1].b, steps[1].result):
+    if independent(steps[0], steps[1]):
         reordered = format_chain([steps[1], steps[0], *steps[2:]])
         assert verify(problem, reordered).correct
         assert canonical_form(reordered) == canonical_form(chain)
+
+
+def test_canonical_form_reads_a_repeated_value_as_the_latest_result() -> None:
+    """Swapping the first two steps of 21+36=57,55-34=21,21*57=1197 is no independent reorder:
+    in 55-34=21,21+36=57,21*57=1197 the 21 of step 2 reads as step 1's result, and the 21 of
+    step 3 as the number: (55-34+36)*21, another of the problem's solutions, not
+    (21+36)*(55-34)."""
+    problem, chain = RESULT_EQUALS_EARLIER_OPERAND
+    steps = parse_chain(chain)
+    assert not independent(steps[0], steps[1])
+    swapped = format_chain([steps[1], steps[0], steps[2]])
+    assert verify(problem, chain).correct and verify(problem, swapped).correct
+    assert canonical_form(chain) == "((21+36)*(55-34))"
+    assert canonical_form(swapped) == "(((55-34)+36)*21)"
+    forms = {canonical_form(c) for c in enumerate_solutions(problem, "+-*")}
+    assert {canonical_form(chain), canonical_form(swapped)} <= forms  # two distinct solutions
+
+
+def test_ci_runs_property_tests_derandomized() -> None:
+    """CI=true loads the derandomized profile without a database; locally hypothesis' default
+    one stays. Under the CI profile two runs of a property test draw the same examples."""
+    assert hypothesis_profile({"CI": "true"}) == "ci"
+    assert hypothesis_profile({"CI": "false"}) is hypothesis_profile({}) is None
+    ci = settings.get_profile("ci")
+    assert ci.derandomize and ci.database is None
+    assert not settings.get_profile("default").derandomize
+    if os.environ.get("CI") == "true":
+        assert settings.default.derandomize and settings.default.database is None
+
+    def drawn() -> list[int]:
+        seen: list[int] = []
+
+        @settings(ci, max_examples=20)
+        @given(st.integers())
+        def record(x: int) -> None:
+            seen.append(x)
+
+        record()
+        return seen
+
+    assert drawn() == drawn()
 
 
 @FAST

@@ -31,6 +31,8 @@ import math
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -62,6 +64,24 @@ from psnlib.trainer.vllm_rollouts import generate_noisy
 __all__ = ["SCHEDULER_STATE", "PSNGRPOConfig", "PSNGRPOTrainer"]
 
 logger = logging.getLogger(__name__)
+
+# TRL 1.16 turns gradient checkpointing (on by TRL's default) off around generation and around
+# its no-grad forwards, and back on, through names transformers 5 deprecates: each toggle reads
+# ``is_gradient_checkpointing`` and calls ``gradient_checkpointing_disable`` and ``_enable``, a
+# FutureWarning each, at least one toggle a training step (issue 39). Only these, from transformers.
+_DEPRECATED_TOGGLE = (
+    r"`(is_gradient_checkpointing|gradient_checkpointing_(disable|enable))` is deprecated"
+)
+
+
+@contextmanager
+def _quiet_checkpointing_toggle() -> Iterator[None]:
+    """Ignore transformers' FutureWarnings of the deprecated checkpointing names TRL calls."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", _DEPRECATED_TOGGLE, FutureWarning, r"transformers\.modeling_utils$"
+        )
+        yield
 
 
 class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
@@ -400,8 +420,7 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         prefixed = None
         if self.model.training and self.args.prefix_prob > 0:
             inputs, prefixed = self._with_prefixes(inputs)
-        with warnings.catch_warnings():  # TRL 1.16 reads a deprecated name
-            warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+        with _quiet_checkpointing_toggle():
             output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
