@@ -225,8 +225,8 @@ def test_markdown_and_timing_summary(tmp_path):
         {"train_seconds": [3600.0, 1800.0, None], "eval_seconds": [1800.0, 1800.0, None]}
     )
     text = results_markdown(table, get_profile("smoke"), summary, compute)
-    assert "2 of 3 planned runs finished" in text and "1.50 hours and" in text
-    assert "their evaluations 1.00 hours" in text and "1.25 hours on 2 cores" in text
+    assert "2 of 3 planned tasks finished" in text and "1.50 CPU hours and" in text
+    assert "their evaluations 1.00," in text and "1.25 hours on 2 cores" in text
     assert (
         "prepared in 0.09 hours of wall time on 2 workers, then ran 1 notebooks in 1 minutes"
         in text

@@ -366,10 +366,10 @@ def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
     done = compute.dropna()
     train, evaluate = done["train_seconds"].sum() / 3600, done["eval_seconds"].sum() / 3600
     return (
-        f"The runs' own records (`psnlib.replication.reproduce.measured_compute`): {len(done)} of "
-        f"{len(compute)} planned runs finished, their training steps took {train:.2f} hours and "
-        f"their evaluations {evaluate:.2f} hours, each on one core (wall time of the worker, so "
-        f"including whatever shared the machine or paused it, so an upper bound): "
+        f"The run ledger's records (`psnlib.replication.reproduce.measured_compute`): {len(done)} "
+        f"of {len(compute)} planned tasks finished, their training took {train:.2f} CPU hours and "
+        f"their evaluations {evaluate:.2f}, each task on one thread (so about its wall time on a "
+        f"quiet machine): "
         f"{(train + evaluate) / timing['workers']:.2f} hours on {timing['workers']} cores, "
         "before building the policies and the notebooks."
     )
