@@ -1,6 +1,8 @@
 """Result store: config hashes, weight fingerprints, round trips, caching, resuming, bad names."""
 
 import json
+import re
+import warnings
 
 import pandas as pd
 import pytest
@@ -97,3 +99,83 @@ def test_cached_computes_once_and_resumes_after_a_failure(tmp_path):
 def test_bad_names(tmp_path, profile, label, part):
     with pytest.raises(ValueError, match="must be a file-safe name"):
         ResultStore.for_run(profile, label, {}, root=tmp_path).part_path(part)
+
+
+# ------------------------------------------------------------- valid JSON, wrong content
+# An evaluation part must hold "problems" and "curves" (evaluation.evaluate_benchmarks), each with
+# the columns its readers use and at least one row; a part that parses but lacks one is named in
+# one warning and recomputed, never used (issue 39: ``{"tables": {}}`` dropped a benchmark from
+# GRPO's average without a word).
+REQUIRED = {"problems": ("n", "correct"), "curves": ("k", "pass_at_k")}
+GOOD = {
+    "problems": pd.DataFrame({"n": [4, 4], "correct": [1, 0]}),
+    "curves": pd.DataFrame({"k": [1, 2], "pass_at_k": [0.125, 0.25]}),
+}
+SHORT = [
+    ({}, r"no table 'problems'; no table 'curves'"),
+    ({"problems": GOOD["problems"]}, r"no table 'curves'"),
+    ({**GOOD, "problems": GOOD["problems"][["n"]]}, r"table 'problems' has no column 'correct'"),
+    ({**GOOD, "curves": GOOD["curves"].iloc[:0]}, r"table 'curves' has no rows"),
+]
+
+
+@pytest.mark.parametrize(("tables", "what"), SHORT, ids=["empty", "table", "column", "rows"])
+def test_a_part_lacking_what_is_required_is_named_once_and_recomputed(tmp_path, tables, what):
+    store = ResultStore(tmp_path)
+    store.save("countdown-l1", tables)
+    path = re.escape(str(store.part_path("countdown-l1")))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return GOOD
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = store.cached("countdown-l1", compute, required=REQUIRED)
+    assert len(caught) == 1, [str(w.message) for w in caught]  # one warning, naming both
+    assert re.search(rf"{path}: {what}", str(caught[0].message)), str(caught[0].message)
+    assert calls == [1]  # recomputed, never used
+    pd.testing.assert_frame_equal(got["problems"], GOOD["problems"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # stored again, whole: loaded without a word
+        again = store.cached("countdown-l1", compute, required=REQUIRED)
+    assert calls == [1]
+    pd.testing.assert_frame_equal(again["curves"], GOOD["curves"])
+
+
+def test_required_table_names_need_the_tables_with_rows_and_nothing_required_is_as_before(
+    tmp_path,
+):
+    store = ResultStore(tmp_path)
+    store.save("noise", {"problems": GOOD["problems"], "time": pd.DataFrame(columns=["seconds"])})
+    with pytest.warns(UserWarning, match=r"noise\.json: table 'time' has no rows"):
+        assert store.load("noise", required=("problems", "time")) is None
+    with pytest.warns(UserWarning, match=r"noise\.json: no table 'result'"):
+        assert store.load("noise", required=["problems", "result"]) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.load("noise", required=("problems",))["problems"]["n"].tolist() == [4, 4]
+        assert list(store.load("noise")) == ["problems", "time"]  # the default takes any tables
+        store.save("empty", {})
+        assert store.load("empty") == {}
+    with pytest.raises(TypeError, match="got the string 'problems'"):
+        store.load("noise", required="problems")  # not the table names p, r, o, ...
+
+
+def test_computed_tables_lacking_what_is_required_are_an_error_and_not_saved(tmp_path):
+    store = ResultStore(tmp_path)
+    with pytest.raises(ValueError, match=r"computed result part 'l1' .*: no table 'curves'"):
+        store.cached("l1", lambda: {"problems": GOOD["problems"]}, required=REQUIRED)
+    assert store.parts() == []
+
+
+@pytest.mark.parametrize("stored", [{"tables": []}, {"tables": "x"}])
+def test_a_part_whose_tables_are_not_a_mapping_is_damaged_and_recomputed(tmp_path, stored):
+    store = ResultStore(tmp_path)
+    store.part_path("l1").parent.mkdir(parents=True, exist_ok=True)
+    store.part_path("l1").write_text(json.dumps(stored))
+    with pytest.warns(UserWarning, match=rf"damaged result part {re.escape(str(tmp_path))}"):
+        got = store.cached("l1", lambda: GOOD)
+    assert list(got) == ["problems", "curves"]
+    assert store.load("l1")["curves"]["k"].tolist() == [1, 2]  # stored again, whole

@@ -15,48 +15,71 @@ several GPUs or DeepSpeed (``docs/scale_out.md``).
 pass@k. With ``--use_vllm`` (the default at profiles whose ``eval_engine`` is vLLM: ``paper``) a
 ``vllm.LLM`` of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
 
-Bad input fails before any model is loaded, in one line naming the value and what is allowed:
+Bad input fails before any model is loaded, in one line naming the value and what is allowed
+(``psnlib.replication.cli_checks``, ``model_checks``):
 unknown profiles, arms, datasets, benchmarks or noise targets; a value of the wrong type (in a
-``--config`` file too); a missing or damaged model directory, or a hub id that is not cached when
-the hub cannot be reached (or ``HF_HUB_OFFLINE`` is set); an output or data directory
-(``PSNLIB_DATA``) that cannot be written; options that psnlib accepts from TRL but does not
-honour (``UNSUPPORTED``).
+``--config`` file too) or out of range, TRL's and transformers' settings that the built trainer
+would refuse included (``check_trainer_settings``); a missing or damaged model directory
+(truncated weights too), or a hub id or real data set that is not cached when the hub cannot be
+reached (or ``HF_HUB_OFFLINE`` is set); an output directory that cannot be written, and a data
+directory (``PSNLIB_DATA``) that cannot be written where the command writes there (``eval``'s
+results, a ``train`` whose base policy is not built yet: ``data_dir_needs``); a ``--run_key``
+that is not a plain name; options that psnlib accepts from TRL but does not honour
+(``UNSUPPORTED``). ``eval`` refuses a policy with a non-finite weight once it is loaded, before
+sampling. A full disk, or a file system that refuses a write, ends a run in one line too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import AutoModelForCausalLM
+from accelerate import PartialState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from psnlib import sampling
-from psnlib.io import Busy, check_data_dir, check_writable, read_json
-from psnlib.models import load_policy, tiny_policy
-from psnlib.noise import target_parameters
+from psnlib.io import (
+    Busy,
+    WriteFailed,
+    check_data_dir,
+    check_writable,
+    data_dir,
+    exclusive,
+    read_json,
+)
+from psnlib.models import check_finite, load_policy
+from psnlib.replication.cli_checks import (
+    check_benchmarks,
+    check_deepspeed,
+    check_eval_engine,
+    check_eval_model,
+    check_eval_values,
+    check_noise_targets,
+    check_not_overwritten,
+    check_supported,
+    check_train_data_dir,
+    check_trainer_settings,
+    check_vllm,
+    one_line,
+    write_error,
+)
 from psnlib.replication.cli_config import make_parser, read_config_file
 from psnlib.replication.evaluation import evaluate_benchmarks
-from psnlib.replication.model_checks import check_model, check_model_dir
+from psnlib.replication.model_checks import check_data_set, check_model
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
 from psnlib.replication.runs import ARMS, RUN_FILE, Run, train_run
-from psnlib.tasks import BENCHMARKS, check_dataset, dataset_names
-from psnlib.tasks.datasets import TESTBED
+from psnlib.replication.store import NAME
+from psnlib.tasks import check_dataset
 from psnlib.trainer import PSNGRPOConfig
 from psnlib.trainer.checkpoints import CheckpointError
 
 COMMANDS = ("train", "eval")
-# TRL options that psnlib train would accept and silently not honour, and why.
-UNSUPPORTED = {
-    "trust_remote_code": "psnlib loads the policy itself and never runs a model's remote code",
-    "model_init_kwargs": "psnlib loads the policy itself (--model), not from these arguments",
-    "resume_from_checkpoint": "a run resumes from the last checkpoint in --output_dir by itself",
-}
 
 
 @dataclass
@@ -113,21 +136,6 @@ class EvalArguments:
     )
 
 
-def check_noise_targets(profile: Profile, config: PSNGRPOConfig) -> None:
-    """Each of ``config.noise_targets`` must match a parameter of the policy to train; checked on
-    a weightless copy (the meta device) of the profile's base policy, a tiny one or a local
-    directory's, before anything is loaded. A hub id's targets are checked when it is loaded."""
-    spec = profile.base
-    if spec.name_or_path is not None and not Path(spec.name_or_path).expanduser().is_dir():
-        return
-    with torch.device("meta"):
-        if spec.name_or_path is None:
-            model = tiny_policy(spec.family, spec.size)
-        else:
-            model = AutoModelForCausalLM.from_config(check_model_dir(spec.name_or_path))
-    target_parameters(model, config.noise_config().targets)
-
-
 def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
     """The run's arguments, and the ``PSNGRPOConfig`` fields that were given (and only those:
     the others come from the profile and the arm)."""
@@ -137,10 +145,7 @@ def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
         if action.dest not in own:
             action.default = argparse.SUPPRESS  # absent from the namespace unless given
     given = vars(parser.parse_args(read_config_file(parser, args)))
-    unsupported = [name for name in UNSUPPORTED if name in given]
-    if unsupported:
-        reasons = "; ".join(f"--{name}: {UNSUPPORTED[name]}" for name in unsupported)
-        raise ValueError(f"not supported by psnlib train ({reasons}); remove them")
+    check_supported(given)
     script = TrainArguments(**{name: given.pop(name) for name in own})
     return script, given
 
@@ -148,12 +153,13 @@ def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
 @dataclass
 class TrainCommand:
     """A checked ``train`` command: the run (its profile with ``--model`` and ``--dataset``
-    applied), the trainer config it resolves to (checkpoints in ``--output_dir``), and whether
-    to start afresh (``--overwrite_output_dir``)."""
+    applied), the trainer config it resolves to (checkpoints in ``--output_dir``), whether to
+    start afresh (``--overwrite_output_dir``), and what names its training set in errors."""
 
     run: Run
     config: PSNGRPOConfig
     overwrite: bool = False
+    dataset_what: str = "--dataset"
 
     @property
     def output_dir(self) -> Path:
@@ -215,38 +221,60 @@ def plan_train(args: list[str]) -> TrainCommand:
         output_dir = f"runs/{profile.name}/{script.arm}-s{seed}"
     elif not output_dir.strip():
         raise ValueError("--output_dir is empty; pass the directory of the run's checkpoints")
+    check_deepspeed(overrides)
     run = Run(profile, script.arm, seed, overrides)
-    command = TrainCommand(run, run.config(output_dir), script.overwrite_output_dir)
-    if command.config.use_vllm and sampling.vllm is None:  # else found when the trainer is built
-        raise ValueError(
-            "--use_vllm true needs vLLM, which is not installed: pip install 'psnlib[gpu]' on a "
-            "CUDA machine, or pass --use_vllm false"
-        )
-    check_noise_targets(profile, command.config)
+    try:
+        config = run.config(output_dir)
+    except ImportError as err:  # a package a setting needs (TrainingArguments checks them)
+        raise ValueError(f"{one_line(err)}; install it, or leave out the setting") from err
+    what = "--dataset" if script.dataset is not None else f"profile {profile.name!r}'s rl_dataset"
+    command = TrainCommand(run, config, script.overwrite_output_dir, what)
+    check_vllm(config)
+    check_trainer_settings(config, profile)
+    check_noise_targets(profile, config)
     check_writable(command.output_dir, "--output_dir")
-    check_data_dir()
+    if command.overwrite:
+        what = "--model" if script.model is not None else "base policy"
+        check_not_overwritten(profile, command.output_dir, what)
+    check_train_data_dir(config, profile)
     check_output_dir(command)
     return command
+
+
+def check_train_data(command: TrainCommand) -> None:
+    """The run's training set, where it is a real data set, must be in the ``datasets`` cache or
+    on a hub that answers (``check_data_set``); checked after ``plan_train``, as it may ask the
+    hub."""
+    check_data_set(command.run.profile.rl_dataset, command.dataset_what)
+
+
+def clear_output_dir(command: TrainCommand) -> None:
+    """``--overwrite_output_dir``: delete the policy and the checkpoints that ``--output_dir``
+    holds (an interrupted run has checkpoints and no policy yet), under its lock (``Busy`` if
+    another process holds it), by the main process of a launch."""
+    out, processes = command.output_dir, PartialState()
+    if processes.is_main_process and out.is_dir():
+        with exclusive(out, f"clearing {out} for a fresh run"):
+            for path in [out / "policy", *out.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+    processes.wait_for_everyone()
 
 
 def train(command: TrainCommand) -> Path:
     """Train the command's run into ``<output_dir>/policy`` (``runs.train_run``: checkpoints in
     ``--output_dir``, its lock held, so a second ``train`` into it is refused with
     ``psnlib.io.Busy``, the run's record in ``RUN_FILE`` once training starts); a finished run is
-    left as it is. Returns the policy's directory."""
+    left as it is; ``--overwrite_output_dir`` first clears it (``clear_output_dir``). Returns the
+    policy's directory."""
     policy = command.output_dir / "policy"
-    if train_run(command.run, command.config, policy, fresh=command.overwrite) is None:
+    if command.overwrite:
+        clear_output_dir(command)
+    if train_run(command.run, command.config, policy) is None:
         print(f"finished already: {policy}")
     return policy
-
-
-def _check_benchmarks(profile: Profile, names: list[str] | None) -> tuple[str, ...]:
-    allowed = [*BENCHMARKS, *(name for name in dataset_names() if name not in TESTBED)]
-    names = tuple(names or profile.benchmarks)
-    unknown = [name for name in names if name not in allowed]
-    if unknown:
-        raise ValueError(f"unknown benchmark(s) {unknown}; allowed: {', '.join(allowed)}")
-    return names
 
 
 def _bare(args: list[str], i: int, flags: tuple[str, ...]) -> bool:
@@ -254,9 +282,19 @@ def _bare(args: list[str], i: int, flags: tuple[str, ...]) -> bool:
     return args[i] in flags and (i + 1 == len(args) or args[i + 1].startswith("-"))
 
 
+def default_run_key(model: str) -> str:
+    """The name of a policy's results: its directory's name where that is a file-safe name
+    (``NAME``), else made one (each run of other characters, a space say, becomes ``_``)."""
+    name = Path(model).resolve().name
+    if NAME.fullmatch(name):
+        return name
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).lstrip("_.+-") or "policy"
+
+
 def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]:
     """Parse and check an ``eval`` command line: its arguments, profile, benchmarks, policy
-    directory and sampling settings, and that its results can be stored."""
+    directory, run key (``default_run_key`` where none is given) and sampling settings, and
+    that its results can be stored."""
     parser = make_parser([EvalArguments], prog="python -m psnlib eval")
     # a bare --use_vllm means true (its default, None, is "the profile's", so argparse wants a
     # value)
@@ -264,42 +302,42 @@ def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]
     args = [x for i, a in enumerate(args) for x in ([a, "true"] if _bare(args, i, flags) else [a])]
     script = EvalArguments(**vars(parser.parse_args(read_config_file(parser, args))))
     profile = get_profile(script.profile)
-    benchmarks = _check_benchmarks(profile, script.benchmarks)
-    if not Path(script.model, "config.json").is_file():
-        raise ValueError(
-            f"--model {script.model!r}: no such policy directory (one with config.json and "
-            "*.safetensors)"
-        )
-    check_model_dir(script.model)
-    if script.seed < 0:
-        raise ValueError(f"--seed must be an integer >= 0, got {script.seed}")
-    if not 0 < script.vllm_gpu_memory_utilization <= 1:  # also refuses NaN
-        raise ValueError(
-            "--vllm_gpu_memory_utilization must be in (0, 1], got "
-            f"{script.vllm_gpu_memory_utilization}"
-        )
-    if script.vllm_tensor_parallel_size < 1:
-        raise ValueError(
-            f"--vllm_tensor_parallel_size must be >= 1, got {script.vllm_tensor_parallel_size}"
-        )
-    if script.run_key is not None and not script.run_key.strip():
-        raise ValueError("--run_key is empty; pass a name for the results, or leave it out")
+    benchmarks = check_benchmarks(profile, script.benchmarks)
+    check_eval_model(script.model)
+    check_eval_values(
+        script.seed,
+        script.vllm_gpu_memory_utilization,
+        script.vllm_tensor_parallel_size,
+        script.run_key,
+    )
+    script.run_key = script.run_key or default_run_key(script.model)
     check_data_dir()
     if script.use_vllm is None:
         script.use_vllm = profile.eval_engine == "vllm"
-    if script.use_vllm and sampling.vllm is None:
-        raise ValueError(
-            f"sampling with vLLM (--use_vllm; profile {profile.name!r} evaluates with "
-            f"{profile.eval_engine!r}) needs vLLM: pip install 'psnlib[gpu]' on a CUDA machine, "
-            "or pass --use_vllm false for the psnlib decoder"
-        )
+    check_eval_engine(script.use_vllm, profile, script.vllm_tensor_parallel_size)
     return script, profile, benchmarks
+
+
+def check_eval_data(script: EvalArguments, profile: Profile, benchmarks: tuple[str, ...]) -> None:
+    """Each real benchmark to evaluate on must be in the ``datasets`` cache or on a hub that
+    answers (``check_data_set``), but one whose results are stored under the run key (a part in
+    ``<data>/results/<profile>/<run_key>-*/``), which may need no loading; checked after
+    ``plan_eval``, as it may ask the hub."""
+    results = data_dir() / "results" / profile.name
+    stored = {part.stem for part in results.glob(f"{script.run_key}-*/*.json")}
+    what = "--benchmarks" if script.benchmarks else f"profile {profile.name!r}'s benchmark"
+    for name in benchmarks:
+        if name not in stored:
+            check_data_set(name, what)
 
 
 def evaluate(script: EvalArguments, profile: Profile, benchmarks: tuple[str, ...]) -> dict:
     """Evaluate the policy (results stored by ``evaluate_benchmarks``), print pass@k per
-    benchmark and k, and return the tables."""
+    benchmark and k, and return the tables. A policy with a NaN or infinite weight is refused
+    (a ValueError naming it) before any sampling: it would score 0 as if it had been
+    evaluated."""
     model, tokenizer = load_policy(script.model)  # on the CPU: for the weights' fingerprint
+    check_finite(model, f"--model {script.model!r} cannot be evaluated")
     engine = None
     if script.use_vllm:
         engine = sampling.vllm.LLM(
@@ -309,7 +347,7 @@ def evaluate(script: EvalArguments, profile: Profile, benchmarks: tuple[str, ...
             gpu_memory_utilization=script.vllm_gpu_memory_utilization,
             tensor_parallel_size=script.vllm_tensor_parallel_size,
         )
-    run_key = script.run_key or Path(script.model).resolve().name
+    run_key = script.run_key or default_run_key(script.model)
     tables = evaluate_benchmarks(
         model.eval(),
         tokenizer,
@@ -326,7 +364,8 @@ def evaluate(script: EvalArguments, profile: Profile, benchmarks: tuple[str, ...
 
 def main(argv: list[str] | None = None) -> None:
     """Dispatch ``train`` or ``eval``. Bad arguments end the program with a one-line message
-    before anything is loaded."""
+    before anything is loaded; a full disk, an unreachable hub or a refused policy, with one
+    once it is found."""
     argv = sys.argv[1:] if argv is None else argv
     usage = f"usage: python -m psnlib {{{','.join(COMMANDS)}}} [--help] [options]"
     if argv[:1] in (["-h"], ["--help"]):
@@ -335,22 +374,35 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] not in COMMANDS:
         sys.exit(usage)
     command, args = argv[0], argv[1:]
-    plan = plan_train if command == "train" else plan_eval
+    error = f"psnlib {command}: error:"
     try:
-        checked = plan(args)
+        if command == "train":
+            checked = plan_train(args)
+            check_train_data(checked)
+        else:
+            checked = plan_eval(args)
+            check_eval_data(*checked)
     except ValueError as err:
-        sys.exit(f"psnlib {command}: error: {err}")
-    if command == "train":
-        try:
+        sys.exit(f"{error} {one_line(err)}")
+    try:
+        if command == "train":
             policy = train(checked)
-        except Busy as err:
-            sys.exit(
-                f"psnlib train: error: {err}; wait for it to finish, or pass another --output_dir"
-            )
-        except (ValueError, FloatingPointError, CheckpointError) as err:
-            # settings only the built trainer can judge (a hub model's noise targets), a run that
-            # went non-finite, a checkpoint that cannot be written or resumed: one line each
-            sys.exit(f"psnlib train: error: {err}")
-        print(f"trained policy: {policy}")
-    else:
-        evaluate(*checked)
+            print(f"trained policy: {policy}")
+        else:
+            evaluate(*checked)
+    except Busy as err:
+        sys.exit(f"{error} {err}; wait for it to finish, or pass another --output_dir")
+    except (ValueError, FloatingPointError, CheckpointError) as err:
+        # settings only the built trainer can judge (a hub model's noise targets), a run that
+        # went non-finite, a policy with a non-finite weight, a checkpoint that cannot be written
+        # or resumed: one line each
+        sys.exit(f"{error} {one_line(err)}")
+    except WriteFailed as err:  # psnlib.io's one line: the path, the cause, what to do
+        sys.exit(f"{error} {one_line(err)}")
+    except ConnectionError as err:  # the hub went away after the checks
+        sys.exit(f"{error} {one_line(err)}; connect, or run again once the hub can be reached")
+    except Exception as err:
+        message = write_error(err, command)
+        if message is None:
+            raise
+        sys.exit(f"{error} {message}")

@@ -86,8 +86,10 @@ def read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
     if "--config" not in args:
         return args
     at = args.index("--config")
-    if at + 1 == len(args):
+    if at + 1 == len(args) or args[at + 1].startswith("--"):
         raise ValueError("--config needs a YAML file")
+    if not args[at + 1].strip():
+        raise ValueError("--config is empty; pass a YAML file")
     path, args = args[at + 1], args[:at] + args[at + 2 :]
     try:
         config = yaml.safe_load(Path(path).read_text())

@@ -22,11 +22,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent  # psnlib/
 
 # What each kind of task executes (``psnlib.replication.jobs``): the base policy's evaluations,
-# an RL run with its evaluations, and the premise on a run's checkpoint.
+# an RL run with its evaluations, the premise on a run's checkpoint, and the notebooks' probes.
 ROOTS: dict[str, tuple[str, ...]] = {
     "base": ("psnlib.replication.evaluation",),
     "run": ("psnlib.replication.runs", "psnlib.replication.evaluation"),
     "premise": ("psnlib.replication.premise_sampling", "psnlib.replication.premise"),
+    "probes": ("psnlib.replication.probes",),
 }
 # Modules that compute no result, followed nowhere: the plans (which tasks there are, not how
 # they compute), the profiles (their values reach a record through its run key and the

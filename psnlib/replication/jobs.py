@@ -25,6 +25,7 @@ from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks
 from psnlib.replication.experiments import GRPO, PLANS, planned_work
 from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
+from psnlib.replication.probes import PROBES, probe_seed
 from psnlib.replication.profiles import Profile
 from psnlib.replication.runs import rl_settings
 from psnlib.replication.store import weights_fingerprint
@@ -49,13 +50,15 @@ PRIORITY = (
 
 @dataclass(frozen=True)
 class Task:
-    """One policy of the plan: ``variant`` at ``seed``, evaluated on ``benchmarks``, and the
-    premise on its checkpoint if ``premise``."""
+    """One policy of the plan: ``variant`` at ``seed``, evaluated on ``benchmarks``, the premise
+    on its checkpoint if ``premise``, and ``probes`` (names of ``psnlib.replication.probes.
+    PROBES``) on its policy."""
 
     variant: Variant
     seed: int
     benchmarks: tuple[str, ...]
     premise: bool = False
+    probes: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -69,12 +72,13 @@ class Task:
     def expected(self, profile: Profile) -> ledger.Expected:
         """What its record must match (``psnlib.replication.variants.expectation``)."""
         settings = premise_settings(profile) if self.premise else None
-        return expectation(profile, self.variant, self.seed, self.benchmarks, settings)
+        return expectation(profile, self.variant, self.seed, self.benchmarks, settings, self.probes)
 
     def name(self) -> str:
         """How progress lines name it."""
         what = f"{self.variant.label} seed {self.seed} ({len(self.benchmarks)} benchmarks"
-        return what + (", premise)" if self.premise else ")")
+        extra = ["premise"] if self.premise else []
+        return what + "".join(f", {x}" for x in [*extra, *self.probes]) + ")"
 
 
 def _group(profile: Profile) -> dict[str, int]:
@@ -93,8 +97,18 @@ def tasks(profile: Profile) -> list[Task]:
     """Every task of ``profile``'s plan, primary comparisons first (``PRIORITY``)."""
     premise_seeds = set(premise(profile).seeds)
     grpo = {GRPO.run_key(profile, seed): seed for seed in premise_seeds}
+    probed: dict[str, list[str]] = {}
+    for name, probe in PROBES.items():
+        for v in probe.variants:
+            probed.setdefault(v.run_key(profile, probe_seed(profile)), []).append(name)
     found = [
-        Task(v, seed, benchmarks, premise=grpo.get(v.run_key(profile, seed)) == seed)
+        Task(
+            v,
+            seed,
+            benchmarks,
+            premise=grpo.get(key := v.run_key(profile, seed)) == seed,
+            probes=tuple(probed.get(key, ())),
+        )
         for v, seed, benchmarks in planned_work(profile)
     ]
     group, last = _group(profile), len(PRIORITY)
@@ -103,8 +117,8 @@ def tasks(profile: Profile) -> list[Task]:
 
 
 def run_task(profile: Profile, task: Task) -> dict[str, Any]:
-    """Compute ``task`` (train, evaluate, premise; each resumed from the caches where a sitting
-    was cut short), write its record and return it."""
+    """Compute ``task`` (train, evaluate, premise, probes; each resumed from the caches where a
+    sitting was cut short), write its record and return it."""
     p, key = task.variant.profile(profile), task.key(profile)
     cpu = time.process_time()
     model, tokenizer, log = load_variant(profile, task.variant, task.seed)
@@ -135,6 +149,13 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
             "parts": ledger.parts_json(premise_parts(profile, task.seed)),
         }
     premised = time.process_time() - cpu
+    cpu = time.process_time()
+    if task.probes:
+        kinds.append("probes")
+        record["probes"] = ledger.parts_json(
+            {name: PROBES[name].compute(p, model, tokenizer) for name in task.probes}
+        )
+    probed = time.process_time() - cpu
     start, _, _ = base_policy(p)
     v = task.variant
     settings = {} if task.kind == "base" else rl_settings(p, v.arm, task.seed, **v.settings)
@@ -153,7 +174,12 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
         "log": ledger.table_json(log),
         "benchmarks": ledger.parts_json(parts),
         "machine": ledger.machine(),
-        "cpu_seconds": {"train": trained, "evaluate": evaluated, "premise": premised},
+        "cpu_seconds": {
+            "train": trained,
+            "evaluate": evaluated,
+            "premise": premised,
+            "probes": probed,
+        },
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     ledger.write(record)

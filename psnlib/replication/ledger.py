@@ -14,8 +14,10 @@ never edited; it holds everything the notebooks and claims read from that task:
 - ``code``: per kind of computation in it, the version of the code that computed it
   (``psnlib.replication.codeversion``);
 - the tables: ``log`` (one row per training step), ``benchmarks`` (per benchmark the per-problem
-  table, correct counts included so unbiased pass@k can be recomputed, and the pass@k curve) and,
-  where the task ran it, ``premise`` (its settings and its three stored parts);
+  table, correct counts included so unbiased pass@k can be recomputed, and the pass@k curve),
+  where the task ran it ``premise`` (its settings and its three stored parts), and ``probes``
+  (what a notebook shows of this task's policy beyond its evaluations:
+  ``psnlib.replication.probes.PROBES``);
 - the machine and the cost: CPU model, torch threads, package versions, CPU seconds of training,
   evaluation and premise.
 
@@ -145,6 +147,12 @@ def shape_problems(record: Any, key: str) -> list[str]:
                 wrong.append(f"benchmark {benchmark}: {name} is not a table with {columns}")
             elif not table["data"]:
                 wrong.append(f"benchmark {benchmark}: {name} has no rows")
+    probes = record.get("probes", {})
+    if not isinstance(probes, dict) or not all(
+        isinstance(tables, dict) and tables and all(_is_table(t) for t in tables.values())
+        for tables in probes.values()
+    ):
+        wrong.append("probes is not a set of named tables")
     premise = record.get("premise")
     if premise is not None:
         parts = premise.get("parts") if isinstance(premise, dict) else None
@@ -204,7 +212,8 @@ def write(record: dict[str, Any]) -> Path:
 class Expected:
     """What a task's record must match to be used: its profile and key, the code versions of
     the computations it needs, its evaluation settings, the benchmarks it needs, the starting
-    policy's fingerprint (None where none is known here) and whether it needs the premise."""
+    policy's fingerprint (None where none is known here), the premise's settings where it needs
+    the premise, and the probes it needs (``psnlib.replication.probes.PROBES``)."""
 
     profile: str
     key: str
@@ -213,6 +222,7 @@ class Expected:
     benchmarks: tuple[str, ...]
     start: str | None = None
     premise: dict[str, Any] | None = None
+    probes: tuple[str, ...] = ()
 
 
 def problems(record: dict[str, Any], expected: Expected) -> list[str]:
@@ -241,6 +251,9 @@ def problems(record: dict[str, Any], expected: Expected) -> list[str]:
             wrong.append("lacks the premise")
         elif premise.get("config") != expected.premise:
             wrong.append("its premise was made with other settings")
+    lacking = [name for name in expected.probes if name not in record.get("probes", {})]
+    if lacking:
+        wrong.append(f"lacks the probes {lacking}")
     return wrong
 
 
@@ -269,6 +282,11 @@ def premise_parts(record: dict[str, Any]) -> dict[str, dict[str, pd.DataFrame]]:
     """A record's premise parts (``PREMISE_PARTS``), each ``{table name: table}``."""
     parts = record["premise"]["parts"]
     return {part: {n: json_table(t) for n, t in parts[part].items()} for part in PREMISE_PARTS}
+
+
+def probe_tables(record: dict[str, Any], name: str) -> dict[str, pd.DataFrame]:
+    """The tables of probe ``name`` in a record."""
+    return {n: json_table(t) for n, t in record["probes"][name].items()}
 
 
 def parts_json(parts: dict[str, dict[str, pd.DataFrame]]) -> dict[str, dict[str, dict]]:

@@ -1,29 +1,49 @@
 """Experiments on one policy at a time, outside the comparisons of
-``psnlib.replication.experiments``: the testbed's base and weak policies (notebook 01), the base
-policy sampled under noise (00), fresh samples of several policies on one problem (11), and the
-quality of the weak prefixes (09)."""
+``psnlib.replication.experiments``: the testbed's base and weak policies (notebooks 01, 01b), the
+base policy sampled under noise (00) and at the papers' temperatures (01b), the noise calibrated
+on a GRPO checkpoint (01b), fresh samples of several policies on one problem (11), and the
+quality of the weak prefixes (09, 01b).
+
+Those a notebook shows at the profile's defaults are ``PROBES``: each is computed by one task of
+the plan (``psnlib.replication.jobs``: the base policy's, or GRPO's at the first main seed, whose
+checkpoint then never has to travel) and kept in its ledger record; ``testbed``,
+``prefix_quality_table``, ``base_temperatures`` and ``calibration`` read it from there where a
+usable record holds it, and compute it (loading the policy) otherwise."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from psnlib.io import ROOT
 from psnlib.models import count_parameters
 from psnlib.noise import NoiseConfig, perturbed
-from psnlib.replication import budget
+from psnlib.replication import budget, calibrate, ledger
 from psnlib.replication.evaluation import evaluate_benchmarks
-from psnlib.replication.experiments import BASE_POLICY
+from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN, benchmarks_of, main_benchmark
 from psnlib.replication.prefixes import prefix_train_set
+from psnlib.replication.premise_sampling import pass1_at_temperatures
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash, weak_policy
-from psnlib.replication.profiles import Profile
-from psnlib.replication.variants import EVAL_SEED, Variant, load_variant
+from psnlib.replication.profiles import PROFILES, Profile
+from psnlib.replication.variants import EVAL_SEED, Variant, expectation, load_variant
 from psnlib.sampling import generate_samples
+from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
 from psnlib.tasks.prefix_quality import prefix_quality
 
 
 def prefix_quality_table(profile: Profile, seed: int = 0) -> pd.DataFrame:
+    """``_prefix_quality`` at ``seed``, read from the ledger where the plan's probe holds it."""
+    recorded = _recorded(profile, "prefix_quality") if seed == probe_seed(profile) else None
+    return recorded["quality"] if recorded else _prefix_quality(profile, seed)
+
+
+def _prefix_quality(profile: Profile, seed: int = 0) -> pd.DataFrame:
     """How many training prefixes can still be completed to a correct chain, exactly (the weak
     paper's Figure 4 asked an LLM judge): one row per (truncation, source) the ablations use,
     with ``psnlib.tasks.prefix_quality.prefix_quality``'s shares and the mean prefix length in
@@ -59,36 +79,88 @@ def noise_frontier(
     return pd.concat(curves, ignore_index=True)
 
 
+EXAMPLE_SAMPLES = 16  # fresh samples per problem that side_by_side shows from
+
+
 def side_by_side(
     profile: Profile, variants: list[Variant], problem: Problem, seed: int = 0
 ) -> pd.DataFrame:
-    """Fresh samples of each variant (at training seed ``seed``) on one problem, as many as an
-    evaluation draws; keeps ``profile.example_responses`` per variant, correct ones first.
+    """``EXAMPLE_SAMPLES`` fresh samples of each variant (at training seed ``seed``) on one
+    problem; keeps ``profile.example_responses`` per variant, correct ones first. Read from the
+    ledger where the plan's ``examples`` probe of the variant holds the problem (an
+    in-distribution problem, at the first main seed).
 
     Returns columns policy, response, correct, correct_in_draw (how many of the draw were)."""
-    rows = []
+    shown = []
     for v in variants:
-        model, tokenizer, _ = load_variant(profile, v, seed)
-        (texts,) = generate_samples(
-            model,
-            tokenizer,
-            [problem.prompt],
-            profile.eval_samples,
-            temperature=profile.eval_temperature,
-            max_new_tokens=profile.max_completion_length,
-            seed=EVAL_SEED,
-            progress=False,
-        )
-        graded = sorted(((verify(problem, t).correct, t) for t in texts), key=lambda x: not x[0])
+        recorded = _recorded(profile, "examples", v) if seed == probe_seed(profile) else None
+        table = recorded["examples"] if recorded is not None else None
+        if table is None or problem.prompt not in set(table["prompt"]):
+            model, tokenizer, _ = load_variant(profile, v, seed)
+            table = _examples_of(profile, model, tokenizer, [problem])
+        rows = table[table["prompt"] == problem.prompt]
+        shown.append(rows.drop(columns="prompt").assign(policy=v.label))
+    columns = ["policy", "response", "correct", "correct_in_draw"]
+    return pd.concat(shown, ignore_index=True)[columns]
+
+
+def _examples_of(
+    profile: Profile, model: PreTrainedModel, tokenizer, problems: list[Problem]
+) -> pd.DataFrame:
+    """Per problem, ``profile.example_responses`` of ``EXAMPLE_SAMPLES`` samples (correct ones
+    first) and how many of them were correct: prompt, response, correct, correct_in_draw."""
+    texts = generate_samples(
+        model,
+        tokenizer,
+        [problem.prompt for problem in problems],
+        EXAMPLE_SAMPLES,
+        temperature=profile.eval_temperature,
+        max_new_tokens=profile.max_completion_length,
+        seed=EVAL_SEED,
+        progress=False,
+    )
+    rows = []
+    for problem, drawn in zip(problems, texts, strict=True):
+        graded = sorted(((verify(problem, t).correct, t) for t in drawn), key=lambda x: not x[0])
         hits = sum(ok for ok, _ in graded)
         for ok, text in graded[: profile.example_responses]:
             rows.append(
-                {"policy": v.label, "response": text, "correct": ok, "correct_in_draw": hits}
+                {"prompt": problem.prompt, "response": text, "correct": ok, "correct_in_draw": hits}
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["prompt", "response", "correct", "correct_in_draw"])
+
+
+def _examples(profile: Profile, model: PreTrainedModel, tokenizer) -> dict[str, pd.DataFrame]:
+    """``_examples_of`` every in-distribution problem the evaluations draw (notebook 11 shows
+    one that PSN solves and GRPO never does)."""
+    problems = [
+        Problem(tuple(row["numbers"]), int(row["target"]))
+        for benchmark in benchmarks_of(profile, "id")
+        for row in load_benchmark(benchmark, profile.eval_problems, seed=EVAL_SEED)
+    ]
+    return {"examples": _examples_of(profile, model, tokenizer, problems)}
 
 
 def testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
+    """``_testbed`` on ``benchmarks`` (default: the ablation benchmarks), read from the ledger
+    where the plan's probe (every benchmark of ``testbed_benchmarks``) holds it."""
+    benchmarks = benchmarks or profile.ablation_benchmarks
+    recorded = _recorded(profile, "testbed")
+    if recorded is None or not set(benchmarks) <= set(recorded["curves"]["benchmark"]):
+        return _testbed(profile, benchmarks)
+    curves = recorded["curves"]
+    return recorded | {
+        "curves": curves[curves["benchmark"].isin(benchmarks)].reset_index(drop=True)
+    }
+
+
+def testbed_benchmarks(profile: Profile) -> tuple[str, ...]:
+    """What notebooks 01 and 01b evaluate the base and weak policies on: the ablation benchmarks
+    and the in-distribution levels."""
+    return tuple(dict.fromkeys((*profile.ablation_benchmarks, *benchmarks_of(profile, "id"))))
+
+
+def _testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
     """The testbed's base and weak policies and their pass@k (notebook 01), on ``benchmarks``
     (default: the ablation benchmarks).
 
@@ -116,7 +188,7 @@ def testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
         policies.append(
             {
                 "policy": name,
-                "path": str(path),
+                "path": _shown(path),
                 "parameters": count_parameters(model),
                 "build_seconds": meta["train_seconds"],
                 "final_sft_loss": meta["final_loss"],
@@ -124,3 +196,103 @@ def testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
             }
         )
     return {"curves": pd.concat(curves, ignore_index=True), "policies": pd.DataFrame(policies)}
+
+
+def _shown(path: Path) -> str:
+    """A policy's directory as a record keeps it: relative to the checkout where it lies in it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+# The temperatures at which notebook 01b shows the base policy's pass@1: the profile's, PSN's
+# (the paper profile's) and weak-model guidance's (0.6, arXiv 2608.27420); samples per problem.
+PAPER_TEMPERATURES = (PROFILES["paper"].eval_temperature, 0.6)
+TEMPERATURE_SAMPLES = 64
+CALIBRATION_KL = 0.004  # the per-token KL the calibration solves for (the papers' target)
+CALIBRATION_RMS = (0.12, 0.24, 0.36)  # the sigmas it measures, as fractions of the weight RMS
+
+
+def base_temperatures(profile: Profile) -> pd.DataFrame:
+    """pass@1 of the base policy on the main benchmark at the profile's evaluation temperature
+    and the papers' (``PAPER_TEMPERATURES``): ``premise_sampling.pass1_at_temperatures``."""
+    recorded = _recorded(profile, "temperatures")
+    if recorded is not None:
+        return recorded["pass1"]
+    model, tokenizer, _ = base_policy(profile)
+    return _temperatures(profile, model, tokenizer)["pass1"]
+
+
+def _temperatures(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
+    temperatures = (profile.eval_temperature, *PAPER_TEMPERATURES)
+    table = pass1_at_temperatures(
+        model, tokenizer, profile, main_benchmark(profile), temperatures, TEMPERATURE_SAMPLES
+    )
+    return {"pass1": table}
+
+
+def calibration(profile: Profile, seed: int | None = None) -> dict[str, pd.DataFrame]:
+    """The sigma whose MLP noise induces ``CALIBRATION_KL`` per token on the GRPO run at ``seed``
+    (default: the first main seed), measured at ``CALIBRATION_RMS`` x its MLP weight RMS on up to
+    64 problems of the main benchmark (``calibrate.calibrate_sigma``): ``points`` (per sigma) and
+    ``fit`` (one row: weight_rms, c, b, sigma, sigma_over_rms of ``KL = c sigma^b``)."""
+    seed = probe_seed(profile) if seed is None else seed
+    recorded = _recorded(profile, "calibration") if seed == probe_seed(profile) else None
+    if recorded is not None:
+        return recorded
+    model, tokenizer, _ = load_variant(profile, GRPO, seed)
+    return _calibration(profile, model, tokenizer)
+
+
+def _calibration(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
+    benchmark = main_benchmark(profile)
+    prompts = list(load_benchmark(benchmark, min(profile.eval_problems, 64))["prompt"])
+    rms = calibrate.weight_rms(model)
+    sigmas = tuple(r * rms for r in CALIBRATION_RMS)
+    cal = calibrate.calibrate_sigma(
+        model, tokenizer, prompts, CALIBRATION_KL, sigmas, n=16, draws=4
+    )
+    fit = {"weight_rms": rms, "c": cal.c, "b": cal.b, "sigma": cal.sigma}
+    return {
+        "points": cal.points,
+        "fit": pd.DataFrame([fit | {"sigma_over_rms": cal.sigma_over_rms}]),
+    }
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a notebook shows of policies beyond their evaluations, computed by the task of each
+    of ``variants`` at the first main seed: ``compute(profile, model, tokenizer)`` -> tables."""
+
+    variants: tuple[Variant, ...]
+    compute: Callable[[Profile, PreTrainedModel, PreTrainedTokenizerBase], dict[str, pd.DataFrame]]
+
+
+PROBES: dict[str, Probe] = {
+    "testbed": Probe((BASE_POLICY,), lambda p, m, t: _testbed(p, testbed_benchmarks(p))),
+    "prefix_quality": Probe(
+        (BASE_POLICY,), lambda p, m, t: {"quality": _prefix_quality(p, probe_seed(p))}
+    ),
+    "temperatures": Probe((BASE_POLICY,), _temperatures),
+    "calibration": Probe((GRPO,), _calibration),
+    "examples": Probe((GRPO, PSN), _examples),
+}
+
+
+def probe_seed(profile: Profile) -> int:
+    """The seed of the task that computes the probes: the first main seed."""
+    return profile.seeds[0]
+
+
+def _recorded(
+    profile: Profile, name: str, variant: Variant | None = None
+) -> dict[str, pd.DataFrame] | None:
+    """Probe ``name``'s tables from the ledger record of ``variant``'s task (default: the
+    probe's first), or None where none is usable."""
+    variant = variant or PROBES[name].variants[0]
+    if variant.run_key(profile, probe_seed(profile)) not in {
+        v.run_key(profile, probe_seed(profile)) for v in PROBES[name].variants
+    }:
+        return None
+    expected = expectation(profile, variant, probe_seed(profile), (), probes=(name,))
+    record = ledger.usable(expected)
+    return ledger.probe_tables(record, name) if record is not None else None

@@ -352,7 +352,7 @@ def measured_compute(profile: Profile) -> pd.DataFrame:
 
     One row per task of the plan (``psnlib.replication.jobs.tasks``): run, policy, seed,
     ``train_seconds`` (CPU seconds of its training, the trainer's ``step_cpu_time``; 0 for a base
-    policy) and ``eval_seconds`` (CPU seconds of its evaluations and premise); NaN where its
+    policy) and ``eval_seconds`` (CPU seconds of its evaluations, premise and probes); NaN where its
     record is not done. One thread each, so about its wall time on a quiet machine.
     """
     rows = []
@@ -362,7 +362,7 @@ def measured_compute(profile: Profile) -> pd.DataFrame:
         cpu = record["cpu_seconds"] if record is not None else {}
         row = {"run": expected.key, "policy": task.variant.label, "seed": task.seed}
         train = cpu.get("train") if task.kind == "run" else 0.0 if record else None
-        evaluate = cpu.get("evaluate", 0.0) + cpu.get("premise", 0.0) if record else None
+        evaluate = sum(cpu.values()) - cpu["train"] if record else None
         rows.append(row | {"train_seconds": train, "eval_seconds": evaluate})
     return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
 

@@ -377,7 +377,8 @@ def train_run(
     with exclusive(work, what, wait=wait) if processes.is_main_process else nullcontext():
         if fresh and processes.is_main_process:
             for path in [policy, *work.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
-                shutil.rmtree(path)
+                if path.exists():  # an interrupted run has checkpoints and no policy yet
+                    shutil.rmtree(path)
         processes.wait_for_everyone()
         if policy.exists() and load_cached(policy, _run_log, "trained run") is not None:
             return None

@@ -5,6 +5,10 @@ configuration (``config.json`` beside them). They are written in *parts* (e.g. o
 benchmark), each one JSON file of named tables written atomically once the part is finished, so a
 finished evaluation is loaded instead of recomputed and an interrupted one resumes at the first
 missing part. Any change to the configuration gives a new hash, hence a new directory.
+
+A part that parses but lacks what its reader needs (``load``'s ``required``: a table, a column,
+any row) is named in a warning and recomputed, never used: an empty ``{"tables": {}}`` would
+otherwise drop a benchmark from an average without a word.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,9 @@ import torch
 from psnlib.io import atomic_write_json, data_dir, read_json
 
 NAME = re.compile(r"[A-Za-z0-9][\w.+-]*")  # labels and part names: safe as file names
+# What a part must hold: table names, or table name -> the columns it must have; every required
+# table must have at least one row.
+Required = Mapping[str, Iterable[str]] | Iterable[str]
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -90,20 +97,29 @@ class ResultStore:
         """The finished parts, sorted."""
         return sorted(p.stem for p in self.path.glob("*.json") if p.name != "config.json")
 
-    def load(self, part: str) -> dict[str, pd.DataFrame] | None:
-        """The tables of a finished part, or None if it is not finished or damaged (a warning
-        names the file; ``cached`` then recomputes it)."""
+    def load(self, part: str, required: Required | None = None) -> dict[str, pd.DataFrame] | None:
+        """The tables of a finished part, or None if it is not finished, damaged, or lacks what
+        ``required`` names (``lacking``): a warning names the file and what is wrong, and
+        ``cached`` then recomputes it. Without ``required`` any tables are taken."""
         path = self.part_path(part)
         stored = read_json(path, "result part")
         try:
             tables = stored["tables"]
-            return {
+            loaded = {
                 name: pd.DataFrame(t["data"], columns=t["columns"]) for name, t in tables.items()
             }
-        except (TypeError, KeyError, ValueError) as err:
+        except (TypeError, KeyError, ValueError, AttributeError) as err:
             if stored is not None:  # valid JSON, but not a part
                 warnings.warn(f"ignoring the damaged result part {path}: {err!r}", stacklevel=2)
             return None
+        problems = lacking(loaded, required)
+        if problems:
+            warnings.warn(
+                f"ignoring the result part {path}: {'; '.join(problems)} (recomputed)",
+                stacklevel=2,
+            )
+            return None
+        return loaded
 
     def save(self, part: str, tables: dict[str, pd.DataFrame]) -> Path:
         """Write a finished part atomically (its index is dropped)."""
@@ -114,11 +130,46 @@ class ResultStore:
         return atomic_write_json(self.part_path(part), {"tables": records})
 
     def cached(
-        self, part: str, compute: Callable[[], dict[str, pd.DataFrame]]
+        self,
+        part: str,
+        compute: Callable[[], dict[str, pd.DataFrame]],
+        required: Required | None = None,
     ) -> dict[str, pd.DataFrame]:
-        """The part's tables: loaded if finished, else computed by ``compute()`` and saved."""
-        tables = self.load(part)
+        """The part's tables: loaded if finished and holding what ``required`` names (``load``),
+        else computed by ``compute()`` and saved. Computed tables that lack it are a ValueError
+        naming the part, and are not saved."""
+        tables = self.load(part, required)
         if tables is None:
             tables = compute()
+            problems = lacking(tables, required)
+            if problems:
+                raise ValueError(
+                    f"computed result part {part!r} of {self.path}: {'; '.join(problems)}"
+                )
             self.save(part, tables)
         return tables
+
+
+def lacking(tables: dict[str, pd.DataFrame], required: Required | None) -> list[str]:
+    """What ``tables`` lacks of ``required`` (table names, or table name -> required columns),
+    one phrase each: a missing table, missing columns, a table with no rows. Empty when nothing
+    is required or nothing lacks."""
+    if required is None:
+        return []
+    if isinstance(required, str):  # one name would read as its letters
+        raise TypeError(f"required must be table names or a mapping, got the string {required!r}")
+    needed = required if isinstance(required, Mapping) else dict.fromkeys(required, ())
+    problems = []
+    for name, columns in needed.items():
+        if isinstance(columns, str):
+            raise TypeError(f"required columns of {name!r} must be a list, got {columns!r}")
+        table = tables.get(name)
+        if table is None:
+            problems.append(f"no table {name!r}")
+            continue
+        absent = [c for c in columns if c not in table.columns]
+        if absent:
+            problems.append(f"table {name!r} has no column {', '.join(map(repr, absent))}")
+        if len(table) == 0:
+            problems.append(f"table {name!r} has no rows")
+    return problems

@@ -150,21 +150,25 @@ def expectation(
     seed: int,
     benchmarks: tuple[str, ...],
     premise: dict[str, Any] | None = None,
+    probes: tuple[str, ...] = (),
 ) -> ledger.Expected:
     """What the ledger record of ``variant`` at ``seed`` must match to stand for its training and
-    its evaluations on ``benchmarks`` (and its premise, with ``premise``'s settings) at
-    ``profile``: ``psnlib.replication.ledger.Expected``."""
+    its evaluations on ``benchmarks`` (and its premise, with ``premise``'s settings, and
+    ``probes``) at ``profile``: ``psnlib.replication.ledger.Expected``."""
     p = variant.profile(profile)
     kinds = ("base",) if variant.arm == BASE else ("run",)
     as_json = json.loads(json.dumps(eval_settings(p, EVAL_SEED)))
     return ledger.Expected(
         profile=p.name,
         key=variant.run_key(profile, seed),
-        kinds=kinds + (("premise",) if premise is not None else ()),
+        kinds=kinds
+        + (("premise",) if premise is not None else ())
+        + (("probes",) if probes else ()),
         evaluation=as_json,
         benchmarks=tuple(benchmarks),
         start=starting_fingerprint(p.base),
         premise=json.loads(json.dumps(premise)) if premise is not None else None,
+        probes=probes,
     )
 
 
