@@ -7,8 +7,8 @@ previous result), a different strategy, so its prefixes are unfamiliar to the ba
 
 Built policies are cached under ``data/cache/policies/<family>-<size>-<style>-<hash>/``: the hash
 covers every setting, so a changed setting builds a new policy and an unchanged one is loaded. A
-*committed starting point* (``results/start/policies/<same name>/``, with its weights' fingerprint
-in ``results/start/fingerprints.json``; ``psnlib.replication.starting_points``) comes first: it is
+*committed starting point* (``results/start/policies/<same name>/``, its weights' fingerprint in
+``fingerprints.json`` beside it; ``psnlib.replication.starting_points``) comes first: it is
 loaded, never rebuilt or removed, so every machine starts every run from the same weights.
 """
 

@@ -1,7 +1,7 @@
 """A profile's starting points: the policies every run starts from, and their prefix sets.
 
 At ``cpu`` they are committed (``results/start/``: ``policies/<name>/`` with safetensors,
-tokenizer and meta, ``fingerprints.json`` with each one's weights fingerprint, and
+tokenizer and meta, ``policies/fingerprints.json`` with each one's weights fingerprint, and
 ``prefixes/``, the weak-prefix training sets made from them), so a fresh clone trains no SFT and
 every machine starts every run from the same weights; ``psnlib.replication.pretrain`` loads them
 first. ``build`` makes whatever of them is not there (SFT into the cache); ``commit`` copies the
