@@ -14,6 +14,7 @@ from psnlib.models import build_tokenizer, tiny_policy
 from psnlib.replication import evaluation
 from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.profiles import get_profile
+from psnlib.replication.store import ResultStore
 from psnlib.sampling import Samples, generate_samples
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
@@ -132,3 +133,20 @@ def test_bad_input():
         evaluate_policy(
             None, TOK, Dataset.from_pandas(DATA), n=4, ks=(1,), informativeness_samples=-1
         )
+
+
+def test_a_stored_benchmark_without_rows_is_recomputed_not_dropped(tmp_path, monkeypatch):
+    """A stored part ``{"problems": <no rows>, ...}`` is named and computed again: the
+    benchmark is never left out of the average without a word."""
+    smoke = get_profile("smoke")
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
+    monkeypatch.setattr(evaluation, "eval_config", lambda *args: {"run": "base"})
+    problems = pd.DataFrame({"n": [4], "correct": [1]})
+    curves = pd.DataFrame({"k": [1], "pass_at_k": [0.25]})
+    monkeypatch.setattr(evaluation, "evaluate_at_profile", lambda *args: (problems, curves))
+    store = ResultStore.for_run(smoke.name, "base", {"run": "base"})
+    store.save("countdown-l1", {"problems": problems.iloc[:0], "curves": curves.iloc[:0]})
+    benchmarks = ("countdown-l1", "countdown-l2")
+    with pytest.warns(UserWarning, match=r"countdown-l1\.json: table 'problems' has no rows"):
+        out = evaluate_benchmarks(None, None, smoke, benchmarks, run_key="base", progress=False)
+    assert out["problems"]["benchmark"].tolist() == list(benchmarks)

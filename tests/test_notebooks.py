@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from psnlib.replication import summaries
+from psnlib.replication import ledger, reproduce, summaries
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.reproduce import notebook_paths, run_notebook
 
@@ -85,10 +85,14 @@ def _pass_at_k_tables(obj):
 
 @pytest.fixture(scope="module")
 def shared_data(tmp_path_factory):
-    """One fresh data directory for all notebooks, as in `make reproduce`: the policies are
-    built from scratch once and the runs that several notebooks compare are trained once."""
+    """One fresh data directory and run ledger for all notebooks, as in `make reproduce`: the
+    plan's tasks are computed first (two workers), each writing its record, and the notebooks
+    read the records."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PSNLIB_DATA", str(tmp_path_factory.mktemp("data")))
+        mp.setenv(ledger.RESULTS_ENV, str(tmp_path_factory.mktemp("results")))
+        status = reproduce.prepare(get_profile("smoke"), workers=2)
+        assert (status["state"] == "done").all(), status[status["state"] != "done"]
         yield tmp_path_factory.mktemp("out")
 
 
@@ -122,6 +126,36 @@ def test_notebook_runs_at_smoke_profile(path, shared_data):
         # one ablation seed at smoke: every paired table says its rows are exploratory
         shown = [str(out.get("data", {}).get("text/plain", "")) for out in outputs]
         assert any(summaries.ONE_SEED in text for text in shown), "no exploratory note shown"
+
+
+# Notebooks whose tables come from records alone, re-made from a data directory emptied of
+# weights and caches: those that once loaded policies themselves, and the claims (15), which read
+# every plan. 00 trains its own quickstart run.
+FROM_RECORDS = ("01_", "01b_", "02_", "03_", "09_", "11_", "15_")
+
+
+@pytest.mark.notebooks
+def test_records_alone_remake_the_tables_without_training(shared_data, tmp_path, monkeypatch):
+    """After the tier above (records made, notebooks run), the notebooks that read policies
+    before run again on an empty data directory: nothing is trained, evaluated or built, and
+    every table they write is byte-identical to the first run's."""
+    first = shared_data / "figures"
+    paths = [p for p in NOTEBOOKS if p.name.startswith(FROM_RECORDS)]
+    assert len(paths) == len(FROM_RECORDS)
+    for path in paths:  # run alone, this test makes the first run itself
+        if not (first / f"{path.stem}.json").exists():
+            run_notebook(path, "smoke", first, shared_data / "runs")
+    empty = tmp_path / "data"
+    monkeypatch.setenv("PSNLIB_DATA", str(empty))
+    again = tmp_path / "figures"
+    for path in paths:
+        run_notebook(path, "smoke", again, tmp_path / "runs")
+        tables = sorted(first.glob(f"{path.stem}_*.csv"))
+        assert tables, f"{path.stem} wrote no table"
+        for table in tables:
+            assert (again / table.name).read_bytes() == table.read_bytes(), table.name
+    made = [p for p in empty.rglob("*") if p.is_file()] if empty.exists() else []
+    assert not made, f"computed with no records: {made[:5]}"
 
 
 FIRST_STATE = re.compile(r"(?<![\d.])0%\|")  # a progress bar shown at its start

@@ -28,6 +28,7 @@ from psnlib.replication.premise_sampling import (
 )
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.regime import main_benchmark
+from psnlib.replication.store import ResultStore
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, enumerate_solutions
 
@@ -277,3 +278,26 @@ def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkey
     resumed = plan.run(progress=False)
     assert len(calls) == 1  # the full evaluation at the matched temperature
     pd.testing.assert_frame_equal(resumed["problems"], first["problems"], check_dtype=False)
+
+
+def test_a_stored_premise_part_without_rows_is_named_and_recomputed(untrained, monkeypatch):
+    """A stored part that parses but holds no rows (valid JSON, wrong content) is named in a
+    warning and sampled again, never read as a checkpoint with no problems."""
+    plan = premise(SMALL)
+    first = plan.run(seeds=(0,), progress=False)
+    (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(SMALL, 0)}-*/temperature.json")
+    store = ResultStore(part.parent)
+    tables = store.load("temperature")
+    store.save("temperature", {**tables, "problems": tables["problems"].iloc[:0]})
+    calls = []
+    real = premise_module.sample_problems
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["temperature"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(premise_module, "sample_problems", counted)
+    with pytest.warns(UserWarning, match=r"temperature\.json: table 'problems' has no rows"):
+        again = plan.run(seeds=(0,), progress=False)
+    assert len(calls) == 1  # the full evaluation at the matched temperature, once more
+    pd.testing.assert_frame_equal(again["problems"], first["problems"], check_dtype=False)

@@ -19,6 +19,9 @@ from psnlib.replication.store import ResultStore, weights_fingerprint
 from psnlib.tasks import REAL_BENCHMARKS, load_benchmark, load_real_benchmark
 
 EVAL_VERSION = 2  # bump when stored results change (2: the decoder's einsum attention, issue 18)
+# What a benchmark's stored part must hold (``ResultStore.load``'s ``required``): a part that
+# parses but lacks a table, a column or rows is named and recomputed, never averaged without it.
+PART_TABLES = {"problems": ("n", "correct"), "curves": ("k", "pass_at_k")}
 
 
 def eval_settings(profile: Profile, seed: int, engine: Any = None) -> dict[str, Any]:
@@ -134,7 +137,7 @@ def evaluate_benchmarks(
         return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
 
     parts = {
-        benchmark: store.cached(benchmark, lambda b=benchmark: compute(b))
+        benchmark: store.cached(benchmark, lambda b=benchmark: compute(b), required=PART_TABLES)
         for benchmark in benchmarks or profile.benchmarks
     }
     return labelled(parts, run_key, seed)

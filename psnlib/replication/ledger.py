@@ -47,6 +47,7 @@ import torch
 
 from psnlib.io import ROOT, atomic_write_json, read_json
 from psnlib.replication.codeversion import code_version
+from psnlib.replication.evaluation import PART_TABLES
 
 SCHEMA = 1
 RESULTS_ENV = "PSNLIB_RESULTS"
@@ -70,8 +71,8 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "machine": dict,
     "cpu_seconds": dict,
 }
-# The columns a benchmark's tables must have for the analysis to read them.
-TABLE_COLUMNS = {"problems": ("n", "correct"), "curves": ("k", "pass_at_k")}
+# The columns a benchmark's tables must have for the analysis to read them: as in the store.
+TABLE_COLUMNS = PART_TABLES
 PREMISE_PARTS = ("noise", "match", "temperature")
 
 

@@ -86,6 +86,22 @@ MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", "grpo")
 
 VERSION = 1  # bump when stored premise results change
 PARTS = ("noise", "match", "temperature")  # the stored steps of one checkpoint, in order
+TIME = ("seconds", "cpu_seconds")
+# What each stored part must hold (``ResultStore.load``'s ``required``): one that parses but
+# lacks a table, a column or rows is named and computed again.
+PART_TABLES = {
+    "noise": {"problems": ("n", "correct"), "time": TIME},
+    "match": {
+        "search": ("temperature", "pass@1"),
+        "result": ("temperature", "matched"),
+        "time": TIME,
+    },
+    "temperature": {
+        "problems": ("n", "correct"),
+        "result": ("temperature", "matched"),
+        "time": TIME,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -289,7 +305,9 @@ def premise_parts(profile: Profile, seed: int) -> dict[str, dict[str, pd.DataFra
         return pass1(draw(samples=plan.search_samples, draws=1, temperature=temperature, sigma=0.0))
 
     noise = store.cached(
-        "noise", lambda: _timed(lambda: {"problems": full(p.eval_temperature, plan.sigma)})
+        "noise",
+        lambda: _timed(lambda: {"problems": full(p.eval_temperature, plan.sigma)}),
+        required=PART_TABLES["noise"],
     )
     target = pass1(noise["problems"])
 
@@ -299,13 +317,13 @@ def premise_parts(profile: Profile, seed: int) -> dict[str, dict[str, pd.DataFra
         result = pd.DataFrame([{"temperature": found.temperature, "matched": found.matched}])
         return {"search": trace, "result": result}
 
-    match = store.cached("match", lambda: _timed(search))
+    match = store.cached("match", lambda: _timed(search), required=PART_TABLES["match"])
     T = float(match["result"]["temperature"].iloc[0])
     if not math.isfinite(T) or T <= 0:  # a damaged part that still parses: searched again
         match = _timed(search)
         store.save("match", match)
         T = float(match["result"]["temperature"].iloc[0])
-    hot = store.load("temperature")
+    hot = store.load("temperature", required=PART_TABLES["temperature"])
     if hot is None or hot["result"]["temperature"].iloc[0] != T:  # stored at another T: again
         hot = _timed(lambda: {"problems": full(T, 0.0), "result": match["result"]})
         store.save("temperature", hot)
