@@ -116,7 +116,9 @@ def work(args: argparse.Namespace) -> dict[str, float]:
     profile = get_profile("cpu")
     main_seed = profile.seeds[-1]  # a main seed that no ablation shares
     read = {
-        v.arm: b for v, seed, b in planned_work(profile) if seed == main_seed and v in (GRPO, PSN)
+        v.arm.name: b
+        for v, seed, b in planned_work(profile)
+        if seed == main_seed and v in (GRPO, PSN)
     }
     clock = dict.fromkeys(PARTS, 0.0)
     train_total = 0.0

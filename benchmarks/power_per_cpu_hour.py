@@ -416,7 +416,7 @@ def cached_evaluations(profile: Any) -> dict[str, dict[int, dict[str, tuple[int,
     root = data_dir() / "results" / profile.name
     out: dict[str, dict[int, dict[str, tuple[int, list[int]]]]] = {}
     for variant in (GRPO, PSN):
-        out[variant.arm] = {}
+        out[variant.arm.name] = {}
         for seed in profile.seeds:
             key = variant.run_key(profile, seed)
             best: tuple[int, ResultStore] | None = None
@@ -430,7 +430,7 @@ def cached_evaluations(profile: Any) -> dict[str, dict[int, dict[str, tuple[int,
             if best is None:
                 raise SystemExit(f"--from-cache: no finished evaluation of {key} under {root}")
             tables = {b: best[1].load(b)["problems"] for b in ids}
-            out[variant.arm][seed] = {
+            out[variant.arm.name][seed] = {
                 b: (best[0], [int(c) for c in t["correct"]]) for b, t in tables.items()
             }
     return out

@@ -228,7 +228,10 @@ def test_a_claim_without_runs_at_the_profile_is_not_run_not_a_verdict():
     ours, theirs = second.sides(CPU)
     model = model_name(CPU.other_policies[0])
     assert (ours.label, theirs.label) == (f"PSN fixed ({model})", f"GRPO ({model})")
-    assert ours.policy == CPU.other_policies[0] and (ours.arm, theirs.arm) == ("psn", "grpo")
+    assert ours.policy == CPU.other_policies[0] and (ours.arm.name, theirs.arm.name) == (
+        "psn",
+        "grpo",
+    )
 
 
 def test_sigma_claims_name_the_profiles_sigmas_and_are_not_run_where_they_coincide():

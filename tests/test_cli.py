@@ -45,7 +45,7 @@ def test_train_resolves_profile_then_arm_then_command_line(tmp_path, monkeypatch
         get_profile("smoke"), "psn", 1, tmp_path, sigma=0.02, noise_targets=["mlp", "attn"]
     )
     assert run.config.to_dict() == expected.to_dict()
-    assert (run.run.profile.name, run.run.arm, run.run.seed) == ("smoke", "psn", 1)
+    assert (run.run.profile.name, run.run.arm.name, run.run.seed) == ("smoke", "psn", 1)
     run = plan_train(["--profile", "paper", "--output_dir", str(tmp_path), "--model", "org/m"])
     profile = run.run.profile
     assert profile.base.name_or_path == "org/m" and profile.rl_dataset != "countdown"

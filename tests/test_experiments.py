@@ -43,10 +43,10 @@ def test_runs_are_shared_across_experiments():
     cpu = get_profile("cpu")
     table = planned_runs(cpu)
     assert table["run"].is_unique
-    bases = table[table.arm == BASE]
+    bases = table[table.arm == BASE.name]
     assert len(bases) == 1 + len(cpu.other_policies)
     assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
-    table = table[table.arm != BASE]
+    table = table[table.arm != BASE.name]
     # The main arms at every seed: GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix and the
     # released code's PSN; the exploration baselines at the baseline seeds; every ablation and
     # the other policy's two runs at the ablation seeds (issue 31)
@@ -73,7 +73,7 @@ def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
     ]
     work = [(v, seed, ("countdown-l1",)) for v in variants for seed in v.seeds((0, 1))]
     todo = budget.pending(get_profile("smoke"), work)
-    assert len(todo) == 5 and todo[todo.arm != BASE]["train"].all()
+    assert len(todo) == 5 and todo[todo.arm != BASE.name]["train"].all()
     first = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
     assert budget.pending(get_profile("smoke"), work).empty  # trained and evaluated: nothing left
     more = budget.pending(get_profile("smoke"), [(GRPO, 0, ("countdown-l1", "countdown-l2"))])

@@ -209,12 +209,12 @@ def _planned(profile: str) -> list[tuple[str, dict, str, object]]:
     distinct (arm, settings, family)."""
     runs = {}
     for variant, _, _ in planned_work(profile):
-        if variant.arm == "base":
+        if variant.arm.name == "base":
             continue
         under = variant.profile(get_profile(profile))
         family = _family(under.base)
-        key = (variant.arm, repr(sorted(variant.settings.items())), family)
-        runs.setdefault(key, (variant.arm, variant.settings, family, under))
+        key = (variant.arm.name, repr(sorted(variant.settings.items())), family)
+        runs.setdefault(key, (variant.arm.name, variant.settings, family, under))
     return list(runs.values())
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from psnlib.replication.arms import PSN_KL
 from psnlib.replication.profiles import PROFILES, get_profile
 from psnlib.replication.runs import rl_config, rl_settings
 
@@ -31,10 +32,11 @@ def test_one_rollout_batch_feeds_mini_batch_updates_of_12_prompts(tmp_path, name
 
 
 def test_the_testbed_profiles_keep_their_settings_and_run_keys():
-    """The released recipe's settings stay off the testbed: smoke has none (its run keys, hashes
-    of the settings, stay), and cpu only the regime settings its profile states (issue 16)."""
+    """The released recipe's settings stay off the testbed: smoke has none but its Variant I
+    target, which every profile states (its run keys, hashes of the settings, stay), and cpu
+    only the regime settings its profile states (issue 16)."""
     smoke = PROFILES["smoke"]
-    assert smoke.rl_settings == () and smoke.arm_settings == ()
+    assert smoke.rl_settings == () and smoke.arm_settings == ((PSN_KL, (("kl_target", 0.001),)),)
     settings = rl_settings(smoke, "psn_kl", 0)
     assert settings["kl_target"] == 0.001 and "steps_per_generation" not in settings
     cpu = PROFILES["cpu"]

@@ -134,7 +134,7 @@ def test_from_cache_reads_the_paired_runs_evaluations(power, tmp_path, monkeypat
     ids, n, k = benchmarks_of(profile, "id"), 256, 256
     counts = {"grpo": [[0, 3], [1, 1], [2, 0]], "psn": [[1, 3], [0, 2], [2, 2]]}  # per seed
     for v in (GRPO, PSN):
-        for seed, correct in enumerate(counts[v.arm]):
+        for seed, correct in enumerate(counts[v.arm.name]):
             store = ResultStore(tmp_path / "results" / "cpu" / f"{v.run_key(profile, seed)}-x")
             atomic_write_json(store.path / "config.json", {"samples": n})
             for b in ids:

@@ -52,9 +52,9 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
     assert len(stages["runs"]) == len(experiments.planned_work("cpu"))  # no record here
     premised = [task for _, _, task in stages["runs"] if task.premise]
     assert sorted(task.seed for task in premised) == list(cpu.seeds)
-    assert {task.variant.arm for task in premised} == {"grpo"}
+    assert {task.variant.arm.name for task in premised} == {"grpo"}
     first = [task for _, _, task in stages["runs"][:4]]  # the primary comparisons first
-    assert [(t.variant.arm, t.seed) for t in first] == [
+    assert [(t.variant.arm.name, t.seed) for t in first] == [
         ("base", 0),
         ("grpo", 0),
         ("psn", 0),

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from psnlib.models import META_FILE, build_tokenizer, tiny_policy
-from psnlib.replication import runs
+from psnlib.replication import arms, runs
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import reward_key, rl_config, run_dir, train_policy
+from psnlib.replication.runs import Run, reward_key, rl_config, run_dir, train_policy
 from psnlib.replication.variants import Variant
 from psnlib.tasks import math_reward, task_reward
 from psnlib.tasks.reward import countdown_reward as builtin_countdown_reward
@@ -94,10 +94,28 @@ def test_interrupted_run_resumes_from_its_checkpoint(data, monkeypatch):
     assert list(log["step"]) == [1, 2, 3, 4]
 
 
-def test_run_key_covers_the_arm_settings(monkeypatch):
-    before = run_dir(get_profile("smoke"), "psn", 0, {}, "r")
-    monkeypatch.setitem(runs.ARMS, "psn", {"tis_cap": 2.0})
-    assert run_dir(get_profile("smoke"), "psn", 0, {}, "r") != before
+def test_run_key_covers_the_arm_settings():
+    before = run_dir(get_profile("smoke"), arms.PSN, 0, {}, "r")
+    changed = arms.Arm(arms.PSN.name, {"tis_cap": 2.0})  # the same name, other settings
+    assert run_dir(get_profile("smoke"), changed, 0, {}, "r") != before
+
+
+def test_a_profile_sets_its_own_variant_i_target_and_the_arm_states_only_the_method():
+    assert "kl_target" not in arms.PSN_KL.settings
+    targets = {
+        name: Run(get_profile(name), arms.PSN_KL, 0).settings()["kl_target"]
+        for name in ("smoke", "cpu", "gpu", "paper")
+    }
+    assert targets == {"smoke": 0.001, "cpu": 0.004, "gpu": 0.004, "paper": 0.004}
+    with pytest.raises(ValueError, match="base policy is not an RL arm"):
+        Run(get_profile("smoke"), arms.BASE, 0)
+
+
+def test_an_arm_name_enters_once_and_becomes_its_arm():
+    assert Run(get_profile("smoke"), "psn_kl", 0).arm is arms.PSN_KL
+    assert arms.arm("base") is arms.BASE and arms.arm(arms.PSN) is arms.PSN
+    with pytest.raises(ValueError, match=r"unknown arm 'ppo'; allowed: \['base', 'grpo'"):
+        arms.arm("ppo")
 
 
 def test_run_key_covers_training_and_nothing_else():

@@ -77,7 +77,7 @@ def pending(profile: Profile, work: Work) -> pd.DataFrame:
         stored = _stored_benchmarks(v.profile(profile), key)
         missing = [b for b in benchmarks if b not in stored]
         if not trained or missing:
-            row = {"policy": v.label, "seed": seed, "run": key, "arm": v.arm}
+            row = {"policy": v.label, "seed": seed, "run": key, "arm": v.arm.name}
             rows.append(row | {"train": not trained, "evaluations": len(missing)})
     columns = ["policy", "seed", "run", "arm", "train", "evaluations"]
     return pd.DataFrame(rows, columns=columns)
@@ -96,19 +96,19 @@ def estimate_seconds(
     """Seconds ``todo`` (``pending``'s table) should take, priced with ``measured`` (a
     ``15_results_compute.csv``) whose runs are the ``planned`` work of ``profile`` (to know each
     one's arm and how many benchmarks its ``eval_seconds`` covers)."""
-    info = {v.run_key(profile, seed): (v.arm, len(b)) for v, seed, b in planned}
+    info = {v.run_key(profile, seed): (v.arm.name, len(b)) for v, seed, b in planned}
     done = measured.dropna(subset=["train_seconds", "eval_seconds"])
     done = done[done["run"].isin(info)]
     arms = done["run"].map(lambda key: info[key][0])
     benchmarks = done["run"].map(lambda key: info[key][1])
     per_evaluation = done["eval_seconds"].sum() / max(benchmarks.sum(), 1)
-    rl = done[arms != BASE]
+    rl = done[arms != BASE.name]
     train = dict(zip(done["run"], done["train_seconds"], strict=True))
-    median = rl.groupby(arms[arms != BASE])["train_seconds"].median().to_dict()
+    median = rl.groupby(arms[arms != BASE.name])["train_seconds"].median().to_dict()
     overall = float(rl["train_seconds"].median()) if len(rl) else 0.0
     seconds = 0.0
     for row in todo.itertuples():
-        if row.train and row.arm != BASE:  # an SFT: sft_announcement
+        if row.train and row.arm != BASE.name:  # an SFT: sft_announcement
             seconds += train.get(row.run, median.get(row.arm, overall))
         seconds += row.evaluations * per_evaluation
     return float(seconds)
@@ -122,12 +122,12 @@ def announcement(
     estimate ``seconds`` (None: no measured costs), measured in ``source``."""
     if todo.empty:
         return f"[psnlib] {name}: all {policies} policies and their evaluations are cached"
-    trains = int((todo["train"] & (todo["arm"] != BASE)).sum())
+    trains = int((todo["train"] & (todo["arm"] != BASE.name)).sum())
     text = (
         f"[psnlib] {name}: {trains} of {policies} policies to train by RL, "
         f"{int(todo['evaluations'].sum())} evaluations to compute"
     )
-    if (todo["train"] & (todo["arm"] == BASE)).any():
+    if (todo["train"] & (todo["arm"] == BASE.name)).any():
         text += ", a base policy to build by SFT first"
     if seconds is None:
         return text + " (no measured times for this profile to estimate from)"

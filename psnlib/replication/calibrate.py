@@ -26,6 +26,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.noise import NoiseConfig, check_sigma, perturbed, target_parameters
+from psnlib.replication import arms
 from psnlib.replication.experiments import main_benchmark
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.profiles import Profile, get_profile
@@ -262,7 +263,7 @@ def entropy_pilot(
     rows = []
     for coef in (0.0, *coefs):
         settings = {"entropy_coef": coef} if coef else {}
-        _, _, log = train_policy(pilot, "grpo", seed, **settings)
+        _, _, log = train_policy(pilot, arms.GRPO, seed, **settings)
         rows.append({"coef": coef, "entropy": float(log["entropy"].iloc[steps // 2 :].mean())})
     table = pd.DataFrame(rows)
     table["ratio"] = table["entropy"] / table["entropy"].iloc[0]

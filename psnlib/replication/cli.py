@@ -54,6 +54,7 @@ from psnlib.io import (
     read_json,
 )
 from psnlib.models import check_finite, load_policy
+from psnlib.replication.arms import ARMS
 from psnlib.replication.cli_checks import (
     check_benchmarks,
     check_deepspeed,
@@ -73,7 +74,7 @@ from psnlib.replication.cli_config import make_parser, read_config_file
 from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.model_checks import check_data_set, check_model
 from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
-from psnlib.replication.runs import ARMS, RUN_FILE, Run, train_run
+from psnlib.replication.runs import RUN_FILE, Run, train_run
 from psnlib.replication.store import NAME
 from psnlib.tasks import check_dataset
 from psnlib.trainer import PSNGRPOConfig

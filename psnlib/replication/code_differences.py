@@ -11,41 +11,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from psnlib.replication import arms
+from psnlib.replication.arms import Arm
 from psnlib.replication.profiles import Profile
-from psnlib.replication.runs import rl_settings
+from psnlib.replication.runs import Run
 from psnlib.trainer import PSNGRPOConfig
 
 
-def _setting(profile: Profile, arm: str, name: str) -> Any:
+def _setting(profile: Profile, arm: Arm, name: str) -> Any:
     """The ``PSNGRPOConfig`` setting ``name`` of the profile's runs of ``arm``: its run settings
-    (``psnlib.replication.runs.rl_settings``), else the config's default."""
-    settings = rl_settings(profile, arm, 0)
+    (``psnlib.replication.runs.Run.settings``), else the config's default."""
+    settings = Run(profile, arm, 0).settings()
     if name in settings:
         return settings[name]
     (field,) = [f for f in dataclasses.fields(PSNGRPOConfig) if f.name == name]
     return field.default_factory() if field.default is dataclasses.MISSING else field.default
 
 
-def _targets(profile: Profile, arm: str) -> str:
+def _targets(profile: Profile, arm: Arm) -> str:
     return "+".join(_setting(profile, arm, "noise_targets"))
 
 
 def _released_sigma_source(profile: Profile) -> str:
-    arm = dict(dict(profile.arm_settings).get("psn_released", ()))
+    arm = dict(dict(profile.arm_settings).get(arms.PSN_RELEASED, ()))
     return "the profile's setting for this arm" if "sigma" in arm else "the profile's psn_sigma"
 
 
-PSN_ARMS = ("grpo", "psn", "psn_kl", "psn_div", "psn_released")  # the arms the differences name
+PSN_ARMS = (arms.GRPO, arms.PSN, arms.PSN_KL, arms.PSN_DIV, arms.PSN_RELEASED)  # those named
 
 
 def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
     """``names``' settings in the runs of GRPO and every PSN arm: once if all arms share them,
     else arm by arm."""
     values = {
-        arm: ", ".join(f"{n}={_setting(profile, arm, n):g}" for n in names) for arm in PSN_ARMS
+        arm.name: ", ".join(f"{n}={_setting(profile, arm, n):g}" for n in names) for arm in PSN_ARMS
     }
     if len(set(values.values())) == 1:
-        return f"GRPO and every PSN arm: {values['grpo']}"
+        return f"GRPO and every PSN arm: {values[arms.GRPO.name]}"
     return "; ".join(f"{arm}: {v}" for arm, v in values.items())
 
 
@@ -69,8 +71,8 @@ CODE_DIFFERENCES = (
         "once per training step, while the weights are synced into vLLM: every rollout of a "
         "step shares one draw",
         lambda p: (
-            f"PSN fixed: noise_scope={_setting(p, 'psn', 'noise_scope')}; per-step MLP "
-            f"noise and the released code's PSN: {_setting(p, 'psn_released', 'noise_scope')}"
+            f"PSN fixed: noise_scope={_setting(p, arms.PSN, 'noise_scope')}; per-step MLP "
+            f"noise and the released code's PSN: {_setting(p, arms.PSN_RELEASED, 'noise_scope')}"
         ),
         ("Per-step noise beats per-rollout noise", "Per-step MLP noise raises pass@256"),
     ),
@@ -80,8 +82,8 @@ CODE_DIFFERENCES = (
         "every tensor (the MLP filter only feeds a log counter): embeddings, attention, norms "
         "and lm_head too",
         lambda p: (
-            f"PSN fixed: {_targets(p, 'psn')}; the released code's PSN: "
-            f"{_targets(p, 'psn_released')}"
+            f"PSN fixed: {_targets(p, arms.PSN)}; the released code's PSN: "
+            f"{_targets(p, arms.PSN_RELEASED)}"
         ),
         (
             "Every parameter and Variant I add to per-step noise",
@@ -95,8 +97,8 @@ CODE_DIFFERENCES = (
         "Variant I only (KL proxy of noisy vs clean log-probs, sigma x or / 1.01); Variant II "
         "is a README to-do",
         lambda p: (
-            f"PSN adaptive II: {_setting(p, 'psn_div', 'sigma_scheduler')}; PSN adaptive "
-            f"I and the released code's PSN: {_setting(p, 'psn_released', 'sigma_scheduler')}"
+            f"PSN adaptive II: {_setting(p, arms.PSN_DIV, 'sigma_scheduler')}; PSN adaptive "
+            f"I and the released code's PSN: {_setting(p, arms.PSN_RELEASED, 'sigma_scheduler')}"
         ),
         (
             "Variant II beats Variant I",
@@ -109,8 +111,8 @@ CODE_DIFFERENCES = (
         "0.003-0.005",
         "0.003 in the launcher and README, 0.005 the config default",
         lambda p: (
-            f"the released code's PSN: {_setting(p, 'psn_released', 'kl_target'):g}; PSN "
-            f"adaptive I: {_setting(p, 'psn_kl', 'kl_target'):g}"
+            f"the released code's PSN: {_setting(p, arms.PSN_RELEASED, 'kl_target'):g}; PSN "
+            f"adaptive I: {_setting(p, arms.PSN_KL, 'kl_target'):g}"
         ),
         untested="no arm changes the target alone: it moves with the released code's other "
         "changes (its row tests them together)",
@@ -120,7 +122,7 @@ CODE_DIFFERENCES = (
         "sigma0 0.001",
         "sigma0 0.001 (the README's fixed-noise example: 0.004)",
         lambda p: (
-            f"the released code's PSN starts at {_setting(p, 'psn_released', 'sigma'):g} "
+            f"the released code's PSN starts at {_setting(p, arms.PSN_RELEASED, 'sigma'):g} "
             f"({_released_sigma_source(p)}); a 1.01 step rule moves sigma at most "
             f"{1.01**p.rl_steps:.3g}x in the profile's {p.rl_steps} steps"
         ),

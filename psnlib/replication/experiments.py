@@ -20,30 +20,30 @@ from typing import Any
 
 import pandas as pd
 
-from psnlib.replication import budget
+from psnlib.replication import arms, budget
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.summaries import summarize, with_average
-from psnlib.replication.variants import BASE, Variant, arms_table, compare, model_name
+from psnlib.replication.variants import Variant, arms_table, compare, model_name
 from psnlib.tasks import benchmark_kind
 
-BASE_POLICY = Variant("base", BASE)
-GRPO = Variant("GRPO", "grpo")
-PSN = Variant("PSN fixed", "psn")
-PSN_KL = Variant("PSN adaptive I (KL)", "psn_kl")
-PSN_DIV = Variant("PSN adaptive II", "psn_div")  # Variant II, the paper's proposal (DiversitySigma)
-WEAK_PREFIX = Variant("GRPO + weak prefix", "weak_prefix")  # p = 0.2, entropy cut, weak source
+BASE_POLICY = Variant("base", arms.BASE)
+GRPO = Variant("GRPO", arms.GRPO)
+PSN = Variant("PSN fixed", arms.PSN)
+PSN_KL = Variant("PSN adaptive I (KL)", arms.PSN_KL)
+PSN_DIV = Variant("PSN adaptive II", arms.PSN_DIV)  # Variant II, the paper's (DiversitySigma)
+WEAK_PREFIX = Variant("GRPO + weak prefix", arms.WEAK_PREFIX)  # p = 0.2, entropy cut, weak source
 MAIN = [BASE_POLICY, GRPO, PSN, PSN_DIV]
-PSN_NO_TIS = Variant("PSN, no TIS", "psn_no_tis")
-PSN_ATTENTION = Variant("PSN attention", "psn", {"noise_targets": ["attn"]})
-PSN_ALL_LAYERS = Variant("PSN all layers", "psn", {"noise_targets": ["all"]})
-PSN_RELEASED = Variant("PSN released code", "psn_released")  # per step, every parameter, Var. I
-GRPO_PASSK = Variant("GRPO + Pass@k training", "grpo", {"advantage_mode": "passk"})
-PSN_PASSK = Variant("PSN + Pass@k training", "psn", {"advantage_mode": "passk"})
+PSN_NO_TIS = Variant("PSN, no TIS", arms.PSN_NO_TIS)
+PSN_ATTENTION = Variant("PSN attention", arms.PSN, {"noise_targets": ["attn"]})
+PSN_ALL_LAYERS = Variant("PSN all layers", arms.PSN, {"noise_targets": ["all"]})
+PSN_RELEASED = Variant("PSN released code", arms.PSN_RELEASED)  # per step, every parameter, Var. I
+GRPO_PASSK = Variant("GRPO + Pass@k training", arms.GRPO, {"advantage_mode": "passk"})
+PSN_PASSK = Variant("PSN + Pass@k training", arms.PSN, {"advantage_mode": "passk"})
 
 
 def _prefix_ablation(ablation: str, value: str, settings: dict[str, Any]) -> Variant:
     tags = {"ablation": ablation, "value": value}
-    return Variant(f"weak prefix, {ablation}={value}", "weak_prefix", settings, tags=tags)
+    return Variant(f"weak prefix, {ablation}={value}", arms.WEAK_PREFIX, settings, tags=tags)
 
 
 PREFIX_RANDOM_CUT = _prefix_ablation("truncation", "random", {"prefix_truncation": "random"})
@@ -185,8 +185,8 @@ def tis_ablation(profile: Profile) -> Plan:
         "tis_ablation",
         profile,
         PSN_NO_TIS,
-        Variant("PSN, sequence-level TIS", "psn", {"tis_level": "sequence"}),
-        Variant("PSN, TIS cap C=2", "psn", {"tis_cap": 2.0}),
+        Variant("PSN, sequence-level TIS", arms.PSN, {"tis_level": "sequence"}),
+        Variant("PSN, TIS cap C=2", arms.PSN, {"tis_cap": 2.0}),
     )
 
 
@@ -204,14 +204,14 @@ def noise_site(profile: Profile) -> Plan:
 def swept_sigma(sigma: float) -> Variant:
     """PSN at absolute ``sigma``, as ``sigma_sweep`` compares it."""
     tags = {"sweep": "absolute sigma", "value": sigma}
-    return Variant(f"sigma={sigma:g}", "psn", {"sigma": sigma}, tags=tags)
+    return Variant(f"sigma={sigma:g}", arms.PSN, {"sigma": sigma}, tags=tags)
 
 
 def noise_scope(scope: str) -> Variant:
     """PSN with one noise sample per ``scope`` ("step", "prompt" or "rollout"), as
     ``sigma_sweep`` compares it."""
     tags = {"sweep": "scope", "value": scope}
-    return Variant(f"scope={scope}", "psn", {"noise_scope": scope}, tags=tags)
+    return Variant(f"scope={scope}", arms.PSN, {"noise_scope": scope}, tags=tags)
 
 
 PSN_STEP = noise_scope("step")  # the released code's scope alone: per-step noise on the MLP
@@ -224,7 +224,7 @@ def sigma_sweep(p: Profile) -> Plan:
     for sigma in p.relative_sigmas:
         settings = {"sigma": sigma, "noise_relative": True}
         tags = {"sweep": "relative sigma", "value": sigma}
-        variants.append(Variant(f"sigma={sigma:g} x RMS", "psn", settings, tags=tags))
+        variants.append(Variant(f"sigma={sigma:g} x RMS", arms.PSN, settings, tags=tags))
     variants += [noise_scope(scope) for scope in ("step", "prompt", "rollout")]
     return Plan("sigma_sweep", p, variants, p.ablation_seeds, p.ablation_benchmarks)
 
@@ -247,13 +247,13 @@ def rollout_temperature(p: Profile) -> Variant:
     """GRPO sampling its training rollouts at the profile's ``baseline_temperature`` (TRL's
     ``temperature``: the loss's log-probabilities are tempered alike); evaluated at T = 1."""
     T = p.baseline_temperature
-    return Variant(f"GRPO, rollouts at T={T:g}", "grpo", {"temperature": T})
+    return Variant(f"GRPO, rollouts at T={T:g}", arms.GRPO, {"temperature": T})
 
 
 def entropy_bonus(coef: float) -> Variant:
     """GRPO with TRL's entropy bonus ``entropy_coef`` (the loss minus coef x mean token
     entropy)."""
-    return Variant(f"GRPO + entropy bonus {coef:g}", "grpo", {"entropy_coef": coef})
+    return Variant(f"GRPO + entropy bonus {coef:g}", arms.GRPO, {"entropy_coef": coef})
 
 
 def exploration_baselines(p: Profile) -> Plan:
@@ -328,7 +328,7 @@ def psn_with_weak_prefix(profile: Profile) -> Plan:
         "psn_with_weak_prefix",
         profile,
         WEAK_PREFIX,
-        Variant("PSN + weak prefix", "psn_weak_prefix"),
+        Variant("PSN + weak prefix", arms.PSN_WEAK_PREFIX),
     )
 
 
@@ -407,7 +407,7 @@ def planned_runs(profile: str | Profile = "cpu") -> pd.DataFrame:
         key = v.run_key(profile, seed)
         row = rows.setdefault(
             key,
-            {"run": key, "arm": v.arm, "seed": seed, "policy": v.label}
+            {"run": key, "arm": v.arm.name, "seed": seed, "policy": v.label}
             | {"used_by": [], "benchmarks": set()},
         )
         row["used_by"] += [name] if name not in row["used_by"] else []

@@ -27,7 +27,6 @@ from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.probes import PROBES, probe_seed
 from psnlib.replication.profiles import Profile
-from psnlib.replication.runs import rl_settings
 from psnlib.replication.store import weights_fingerprint
 from psnlib.replication.variants import (
     BASE,
@@ -158,13 +157,13 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
     probed = time.process_time() - cpu
     start, _, _ = base_policy(p)
     v = task.variant
-    settings = {} if task.kind == "base" else rl_settings(p, v.arm, task.seed, **v.settings)
+    settings = {} if task.kind == "base" else v.run(profile, task.seed).settings()
     record |= {
         "schema": ledger.SCHEMA,
         "key": key,
         "profile": p.name,
         "kind": task.kind,
-        "arm": task.variant.arm,
+        "arm": task.variant.arm.name,
         "seed": task.seed,
         "settings": settings,
         "evaluation": eval_settings(p, EVAL_SEED),
@@ -204,7 +203,7 @@ def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
             state = "stale" if any(w.startswith("stale") for w in wrong) else "unusable"
         cpu = sum(record["cpu_seconds"].values()) if record is not None else float("nan")
         rows.append(
-            {"policy": task.variant.label, "arm": task.variant.arm, "seed": task.seed}
+            {"policy": task.variant.label, "arm": task.variant.arm.name, "seed": task.seed}
             | {"run": expected.key, "benchmarks": len(task.benchmarks), "premise": task.premise}
             | {"state": state, "why": "; ".join(wrong), "cpu_seconds": cpu}
         )

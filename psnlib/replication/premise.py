@@ -59,7 +59,7 @@ from tqdm.auto import tqdm
 
 from psnlib.io import data_dir
 from psnlib.metrics import bootstrap_ci, pass_at_k
-from psnlib.replication import ledger
+from psnlib.replication import arms, ledger
 from psnlib.replication.evaluation import EVAL_VERSION
 from psnlib.replication.experiments import GRPO, Plan, check_seeds, main_benchmark
 from psnlib.replication.premise_sampling import (
@@ -81,8 +81,8 @@ from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import EVAL_SEED, Variant, expectation, load_variant
 from psnlib.replication.verdicts import paired_t_interval
 
-SAMPLING_NOISE = Variant("GRPO, sampled under noise", "grpo")
-MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", "grpo")
+SAMPLING_NOISE = Variant("GRPO, sampled under noise", arms.GRPO)
+MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", arms.GRPO)
 
 VERSION = 1  # bump when stored premise results change
 PARTS = ("noise", "match", "temperature")  # the stored steps of one checkpoint, in order

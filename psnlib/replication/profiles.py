@@ -15,6 +15,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from psnlib.replication import arms
+from psnlib.replication.arms import Arm
+
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -103,7 +106,7 @@ class Profile:
     # and to one arm's runs (after the arm's): a real recipe's, where it differs from the
     # testbed's. Pairs keep the profile hashable; empty on the testbed (they enter run keys).
     rl_settings: tuple[tuple[str, Any], ...] = ()
-    arm_settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    arm_settings: tuple[tuple[Arm, tuple[tuple[str, Any], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         counts = {name: getattr(self, name) for name in COUNTS}
@@ -193,6 +196,7 @@ _SMOKE = Profile(
         ),
     ),
     example_responses=3,
+    arm_settings=((arms.PSN_KL, (("kl_target", 0.001),)),),  # Variant I's target at smoke
 )
 
 # The cpu testbed in the papers' regime (issue 16; docs/regime.md has every probe and command):
@@ -264,8 +268,8 @@ _CPU = Profile(
     entropy_coefs=(0.001, 0.1),
     rl_settings=(("lr_scheduler_type", "constant"),),
     arm_settings=(
-        ("psn_kl", (("kl_target", 0.004),)),
-        ("psn_released", (("sigma", RELEASED_SIGMA),)),
+        (arms.PSN_KL, (("kl_target", 0.004),)),
+        (arms.PSN_RELEASED, (("sigma", RELEASED_SIGMA),)),
     ),
     # Half the default batch: a GRPO run of 80 steps took 75 s at 16 prompts and 155 s at 32 (one
     # thread each, two at a time on two cores), and the powered reproduction (86 runs, 456
@@ -305,7 +309,7 @@ _OOD_BENCHMARKS = ("gpqa-diamond",)  # LiveCodeBench needs a sandboxed code runn
 # - lr constant, no warm-up (verl's default; TRL's is a linear decay).
 # - KL to the reference: coefficient 0.001, low_var_kl = TRL's k3 estimator (beta).
 # - Variant I (psn_kl): KL target 0.004, the middle of the paper's 0.003-0.005, starting from
-#   the released sigma0 0.001 (the testbed's arm uses its own calibrated 0.001 target).
+#   the released sigma0 0.001 (each profile states its own target: smoke 0.001, cpu 0.004).
 _MINI_BATCH = 12 * 8  # rollouts per optimizer update (verl ppo_mini_batch_size 12, n = 8)
 _MICRO_BATCH = 32  # rollouts per forward/backward on one process
 _RECIPE = (
@@ -314,7 +318,7 @@ _RECIPE = (
     ("lr_scheduler_type", "constant"),
     ("beta", 0.001),
 )
-_VARIANT_I = (("psn_kl", (("kl_target", 0.004), ("sigma", 0.001))),)
+_VARIANT_I = ((arms.PSN_KL, (("kl_target", 0.004), ("sigma", 0.001))),)
 
 # Engines: the gpu profile samples its training rollouts and evaluations with psnlib's tree decoder
 # (PSNGRPOConfig.rollout_engine "psnlib", eval_engine "psnlib"). The measurement behind it:

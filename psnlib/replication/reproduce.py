@@ -74,6 +74,7 @@ from psnlib.io import (
     read_json,
 )
 from psnlib.replication import jobs, ledger, starting_points
+from psnlib.replication.arms import BASE
 from psnlib.replication.experiments import planned_runs
 from psnlib.replication.paths import ROOT
 from psnlib.replication.paths import figures_dir as default_figures
@@ -545,7 +546,7 @@ def _main(
     plan = planned_runs(settings)
     print(
         f"[psnlib] {len(paths)} notebook(s) at profile {profile!r} -> {figures_dir}; they share "
-        f"{(plan.arm != 'base').sum()} RL runs and {plan.benchmarks.sum()} evaluations"
+        f"{(plan.arm != BASE.name).sum()} RL runs and {plan.benchmarks.sum()} evaluations"
     )
     log = runs_dir / TIMING_FILE
     record = partial(_record, log)

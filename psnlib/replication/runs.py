@@ -1,6 +1,9 @@
 """RL training runs (GRPO and PSN-GRPO arms) at a profile's scale, cached and resumable.
 
-A run (``Run``) is its profile, arm, seed, every override and its reward; ``train_run`` trains
+A run (``Run``) is one value: its profile, arm (``psnlib.replication.arms``), seed, every override
+and its reward, with its settings, trainer config, training set, cache path (its run key) and
+record as its methods (``rl_settings``, ``rl_config``, ``train_set`` and ``run_dir`` are the same
+as functions of those four). ``train_run`` trains
 one into a given directory, and both ``train_policy`` (into the cache) and ``python -m psnlib
 train`` (into ``--output_dir``, ``psnlib.replication.cli``) call it. ``train_policy`` keeps a run's
 final policy and training log in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>/``, written
@@ -40,7 +43,7 @@ from psnlib.io import (
     replace_directory,
 )
 from psnlib.models import META_FILE, check_finite, load_saved_policy
-from psnlib.noise import EVERY_PARAMETER
+from psnlib.replication.arms import GRPO, Arm, rl_arm
 from psnlib.replication.prefixes import PREFIX_SOURCES, prefix_train_set
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash
 from psnlib.replication.profiles import Profile, get_profile
@@ -51,33 +54,6 @@ from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 from psnlib.trainer.checkpoints import resume_training
 from psnlib.weak_prefix import TRUNCATIONS
 
-# Each arm is a set of PSNGRPOConfig settings on top of the profile's; "psn" takes its sigma,
-# scope and TIS cap from the profile, and the adaptive arms start from that sigma.
-ARMS: dict[str, dict[str, Any]] = {
-    "grpo": {"sigma": 0.0, "use_tis": False},
-    "psn": {},
-    "psn_no_tis": {"use_tis": False},
-    # Variant I. Target calibrated on the cpu testbed, whose KL proxy is ~5e-4 at sigma 0.003
-    # (the paper's 0.003-0.005 suit its 7B models).
-    "psn_kl": {"sigma_scheduler": "kl_target", "kl_target": 0.001},
-    # Variant II. Lexical d_sem suits arithmetic chains (psnlib.schedulers); clean pairs for half
-    # of each step's prompts keep its cost on CPU, where every extra row costs, under 10%.
-    "psn_div": {"sigma_scheduler": "diversity", "div_similarity": "lexical", "div_fraction": 0.5},
-    # The authors' released code (baibizhe/psn_rlvr): one noise draw per training step on every
-    # floating-point parameter, Variant I at the launcher's KL target 0.003, token TIS with the
-    # profile's cap (10). It starts from the profile's sigma for this arm (arm_settings: where
-    # the calibration puts a KL of 0.003 on the base policy); the rest is GRPO's, as for "psn".
-    "psn_released": {
-        "noise_scope": "step",
-        "noise_targets": [EVERY_PARAMETER],
-        "sigma_scheduler": "kl_target",
-        "kl_target": 0.003,
-    },
-    # Weak-model guidance: a fifth of the prompt groups continue a weak prefix; alone, and
-    # together with the PSN arm's noise (in neither paper).
-    "weak_prefix": {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2},
-    "psn_weak_prefix": {"prefix_prob": 0.2},
-}
 # How the training set's `weak_prefix` column is made
 # (psnlib.replication.prefixes.prefix_train_set): run settings beside the PSNGRPOConfig ones,
 # present when prefix_prob > 0.
@@ -93,81 +69,21 @@ RUN_META_KEYS = ("profile", "arm", "seed", "overrides", "log")
 RUN_FILE = "psnlib_run.json"  # in a run's work directory: its record, written as training starts
 
 
-def rl_settings(profile: Profile, arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
-    """The ``PSNGRPOConfig`` settings of one run, without its output directory: profile sizes,
-    then the arm, then ``overrides``."""
-    if arm not in ARMS:
-        raise ValueError(f"unknown arm {arm!r}; allowed: {sorted(ARMS)}")
-    G = profile.num_generations
-    settings: dict[str, Any] = {
-        "max_steps": profile.rl_steps,
-        "per_device_train_batch_size": profile.rl_prompts_per_step * G,  # one step = one batch
-        "num_generations": G,
-        "max_completion_length": profile.max_completion_length,
-        "learning_rate": profile.learning_rate,
-        "sigma": profile.psn_sigma,
-        "noise_scope": profile.psn_scope,
-        "tis_cap": profile.tis_cap,
-        "passk_k": profile.passk_k,
-        "seed": seed,
-        "logging_steps": 1,
-        "save_strategy": "steps",
-        "save_steps": max(1, profile.rl_steps // 5),
-        "report_to": "none",
-        "use_cpu": not torch.cuda.is_available(),
-        "bf16": False,
-    }
-    recipe, arm_recipe = dict(profile.rl_settings), dict(dict(profile.arm_settings).get(arm, ()))
-    settings = {**settings, **recipe, **ARMS[arm], **arm_recipe, **overrides}
-    if not isinstance(settings["max_steps"], int) or settings["max_steps"] < 1:
-        raise ValueError(
-            f"max_steps of a run must be an integer >= 1, got {settings['max_steps']!r}"
-        )
-    if settings.get("prefix_prob", 0.0) > 0:
-        settings = {**PREFIX_SETTINGS, **settings}
-        for name, allowed in (
-            ("prefix_truncation", TRUNCATIONS),
-            ("prefix_source", PREFIX_SOURCES),
-        ):
-            if settings[name] not in allowed:
-                raise ValueError(
-                    f"unknown {name} {settings[name]!r}; allowed: {', '.join(allowed)}"
-                )
-        return settings
-    given = sorted(set(PREFIX_SETTINGS) & set(settings))
-    if given:
-        raise ValueError(f"{given} only apply to weak-prefix runs: also set prefix_prob > 0")
-    return settings
+def rl_settings(profile: Profile, arm: Arm | str, seed: int, **overrides: Any) -> dict[str, Any]:
+    """``Run(profile, arm, seed, overrides).settings()``."""
+    return Run(profile, arm, seed, overrides).settings()
 
 
 def rl_config(
-    profile: Profile, arm: str, seed: int, output_dir: str | Path, **overrides: Any
+    profile: Profile, arm: Arm | str, seed: int, output_dir: str | Path, **overrides: Any
 ) -> PSNGRPOConfig:
-    """The ``PSNGRPOConfig`` of one run (``rl_settings`` but the prefix settings), writing to
-    ``output_dir``; the settings that change no result (gradient checkpointing, how many
-    checkpoints are kept) are added here, outside the run's cache key."""
-    settings = rl_settings(profile, arm, seed, **overrides)
-    for name in PREFIX_SETTINGS:
-        settings.pop(name, None)
-    speed = {
-        "activation_checkpointing": profile.gradient_checkpointing,
-        "save_total_limit": KEEP_CHECKPOINTS,
-    }
-    return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
+    """``Run(profile, arm, seed, overrides).config(output_dir)``."""
+    return Run(profile, arm, seed, overrides).config(output_dir)
 
 
-def train_set(profile: Profile, arm: str, seed: int, **overrides: Any) -> Dataset:
-    """The training problems of a run (the profile's ``rl_dataset``), with weak prefixes if it
-    uses them."""
-    settings = rl_settings(profile, arm, seed, **overrides)
-    if settings.get("prefix_prob", 0.0) > 0:
-        return prefix_train_set(
-            profile,
-            seed,
-            truncation=settings["prefix_truncation"],
-            source=settings["prefix_source"],
-        )
-    return train_problems(profile.rl_dataset, profile.rl_train_problems, seed=seed)
+def train_set(profile: Profile, arm: Arm | str, seed: int, **overrides: Any) -> Dataset:
+    """``Run(profile, arm, seed, overrides).train_set()``."""
+    return Run(profile, arm, seed, overrides).train_set()
 
 
 def reward_key(reward: Callable[..., list[float]], reward_id: str | None = None) -> str:
@@ -208,74 +124,159 @@ def reward_key(reward: Callable[..., list[float]], reward_id: str | None = None)
 
 def run_dir(
     profile: Profile,
-    arm: str,
+    arm: Arm | str,
     seed: int,
     overrides: dict[str, Any],
     reward: str,
     threads: int = 1,
 ) -> Path:
-    """Cache directory of a run. Its hash covers what determines the trained policy (the base
-    policy, the training problems, the reward's key (``reward_key``), every resolved trainer
-    setting and the torch thread count) and nothing else: a change to the profile's evaluation
-    sizes still finds the same run, and so does an override to the value that the profile and
-    arm already give."""
-    data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
-    # RL's rounding depends on the thread count (5e-7 apart at 1 and 2 threads). Every cached
-    # run was trained at 1: a make reproduce worker (psnlib.replication.reproduce._one_thread), the
-    # tests (tests/conftest.py's one_thread) and train_policy's default. So 1 is left out of the
-    # key, and those runs keep their keys.
-    threads_key = {} if threads == 1 else {"threads": threads}
-    blob = json.dumps(
-        {
-            "settings": rl_settings(profile, arm, seed, **overrides),
-            "base": spec_hash(profile.base),
-            "problems": profile.rl_train_problems,
-            "reward": reward,
-            "v": CACHE_VERSION,
-            **data,  # absent for the testbed, whose runs keep their keys
-            **threads_key,
-        },
-        sort_keys=True,
-        default=str,
-    )
-    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
-    return data_dir() / "cache" / "runs" / profile.name / f"{arm}-s{seed}-{key}"
+    """Cache directory of a run whose reward's key is ``reward`` (``reward_key``):
+    ``Run.path``."""
+    return Run(profile, arm, seed, overrides).directory(reward, threads)
 
 
 @dataclass
 class Run:
-    """One RL run: the profile (its base policy and training set), the arm, the seed, the
+    """One RL run, the one value that says what it is: the profile (its base policy and training
+    set), the arm (an ``Arm``, or its name, turned into the arm here), the seed, the
     ``PSNGRPOConfig`` settings given on top of them, and the reward (default: the one of the
-    profile's ``rl_dataset``, ``psnlib.tasks.task_reward``)."""
+    profile's ``rl_dataset``, ``psnlib.tasks.task_reward``). Its settings, trainer config,
+    training set, cache path (its key) and record are its methods."""
 
     profile: Profile
-    arm: str
+    arm: Arm
     seed: int
     overrides: dict[str, Any] = field(default_factory=dict)
     reward: Callable[..., list[float]] | None = None
 
     def __post_init__(self) -> None:
+        self.arm = rl_arm(self.arm)
         if self.reward is None:
             self.reward = task_reward(self.profile.rl_dataset)
 
+    def settings(self) -> dict[str, Any]:
+        """Its ``PSNGRPOConfig`` settings, without its output directory: the profile's sizes and
+        recipe, then the arm's, then the profile's for this arm, then the run's overrides."""
+        profile = self.profile
+        G = profile.num_generations
+        settings: dict[str, Any] = {
+            "max_steps": profile.rl_steps,
+            "per_device_train_batch_size": profile.rl_prompts_per_step * G,  # a step, a batch
+            "num_generations": G,
+            "max_completion_length": profile.max_completion_length,
+            "learning_rate": profile.learning_rate,
+            "sigma": profile.psn_sigma,
+            "noise_scope": profile.psn_scope,
+            "tis_cap": profile.tis_cap,
+            "passk_k": profile.passk_k,
+            "seed": self.seed,
+            "logging_steps": 1,
+            "save_strategy": "steps",
+            "save_steps": max(1, profile.rl_steps // 5),
+            "report_to": "none",
+            "use_cpu": not torch.cuda.is_available(),
+            "bf16": False,
+        }
+        recipe, for_arm = dict(profile.rl_settings), dict(profile.arm_settings).get(self.arm, ())
+        settings = {**settings, **recipe, **self.arm.settings, **dict(for_arm), **self.overrides}
+        if not isinstance(settings["max_steps"], int) or settings["max_steps"] < 1:
+            raise ValueError(
+                f"max_steps of a run must be an integer >= 1, got {settings['max_steps']!r}"
+            )
+        if settings.get("prefix_prob", 0.0) > 0:
+            settings = {**PREFIX_SETTINGS, **settings}
+            for name, allowed in (
+                ("prefix_truncation", TRUNCATIONS),
+                ("prefix_source", PREFIX_SOURCES),
+            ):
+                if settings[name] not in allowed:
+                    raise ValueError(
+                        f"unknown {name} {settings[name]!r}; allowed: {', '.join(allowed)}"
+                    )
+            return settings
+        given = sorted(set(PREFIX_SETTINGS) & set(settings))
+        if given:
+            raise ValueError(f"{given} only apply to weak-prefix runs: also set prefix_prob > 0")
+        return settings
+
     def config(self, output_dir: str | Path) -> PSNGRPOConfig:
-        """The run's trainer config (``rl_config``), checkpoints in ``output_dir``."""
-        return rl_config(self.profile, self.arm, self.seed, output_dir, **self.overrides)
+        """Its ``PSNGRPOConfig`` (``settings`` but the prefix settings), writing to
+        ``output_dir``; the settings that change no result (gradient checkpointing, how many
+        checkpoints are kept) are added here, outside its cache key."""
+        settings = self.settings()
+        for name in PREFIX_SETTINGS:
+            settings.pop(name, None)
+        speed = {
+            "activation_checkpointing": self.profile.gradient_checkpointing,
+            "save_total_limit": KEEP_CHECKPOINTS,
+        }
+        return PSNGRPOConfig(output_dir=str(output_dir), **{**speed, **settings})
+
+    def train_set(self) -> Dataset:
+        """Its training problems (the profile's ``rl_dataset``), with weak prefixes if it uses
+        them."""
+        settings, profile = self.settings(), self.profile
+        if settings.get("prefix_prob", 0.0) > 0:
+            return prefix_train_set(
+                profile,
+                self.seed,
+                truncation=settings["prefix_truncation"],
+                source=settings["prefix_source"],
+            )
+        return train_problems(profile.rl_dataset, profile.rl_train_problems, seed=self.seed)
+
+    def path(self, reward_id: str | None = None, threads: int = 1) -> Path:
+        """Its cache directory (``directory``), its reward keyed by ``reward_key``."""
+        return self.directory(reward_key(self.reward, reward_id), threads)
+
+    def key(self, reward_id: str | None = None, threads: int = 1) -> str:
+        """Its run key: the name of its cache directory and of its ledger record."""
+        return self.path(reward_id, threads).name
+
+    def directory(self, reward: str, threads: int = 1) -> Path:
+        """Its cache directory when its reward's key is ``reward``:
+        ``data/cache/runs/<profile>/<arm>-s<seed>-<hash>``. The hash covers what determines the
+        trained policy (the base policy, the training problems, the reward's key, every resolved
+        trainer setting and the torch thread count) and nothing else: a change to the profile's
+        evaluation sizes still finds the same run, and so does an override to the value that
+        the profile and arm already give."""
+        profile = self.profile
+        data = {} if profile.rl_dataset == COUNTDOWN else {"dataset": profile.rl_dataset}
+        # RL's rounding depends on the thread count (5e-7 apart at 1 and 2 threads). Every cached
+        # run was trained at 1: a make reproduce worker, the tests (tests/conftest.py's
+        # one_thread) and train_policy's default. So 1 is left out of the key, and those runs
+        # keep their keys.
+        threads_key = {} if threads == 1 else {"threads": threads}
+        blob = json.dumps(
+            {
+                "settings": self.settings(),
+                "base": spec_hash(profile.base),
+                "problems": profile.rl_train_problems,
+                "reward": reward,
+                "v": CACHE_VERSION,
+                **data,  # absent for the testbed, whose runs keep their keys
+                **threads_key,
+            },
+            sort_keys=True,
+            default=str,
+        )
+        key = hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return data_dir() / "cache" / "runs" / profile.name / f"{self.arm.name}-s{self.seed}-{key}"
 
     def record(self) -> dict[str, Any]:
         """What the run is, as its ``RUN_FILE`` and its policy's meta record it: ``profile`` (the
-        name), ``arm``, ``seed``, ``overrides`` (the settings given), ``base`` (the base policy: a
-        directory or hub id, else ``<family>-<size>-<spec hash>``), ``dataset`` (the training
-        set) and ``settings`` (every resolved trainer setting, ``rl_settings``)."""
+        name), ``arm`` (the name), ``seed``, ``overrides`` (the settings given), ``base`` (the
+        base policy: a directory or hub id, else ``<family>-<size>-<spec hash>``), ``dataset``
+        (the training set) and ``settings`` (every resolved trainer setting)."""
         base = self.profile.base
         return {
             "profile": self.profile.name,
-            "arm": self.arm,
+            "arm": self.arm.name,
             "seed": self.seed,
             "overrides": self.overrides,
             "base": base.name_or_path or f"{base.family}-{base.size}-{spec_hash(base)}",
             "dataset": self.profile.rl_dataset,
-            "settings": rl_settings(self.profile, self.arm, self.seed, **self.overrides),
+            "settings": self.settings(),
         }
 
 
@@ -373,7 +374,7 @@ def train_run(
     launch`` every process calls it and only the main one writes. Returns the trained policy, its
     tokenizer and the log."""
     work, processes = Path(config.output_dir), PartialState()
-    what = f"training the run {run.profile.name} {run.arm} seed {run.seed} in {work}"
+    what = f"training the run {run.profile.name} {run.arm.name} seed {run.seed} in {work}"
     with exclusive(work, what, wait=wait) if processes.is_main_process else nullcontext():
         if fresh and processes.is_main_process:
             for path in [policy, *work.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
@@ -383,7 +384,7 @@ def train_run(
         if policy.exists() and load_cached(policy, _run_log, "trained run") is not None:
             return None
         model, tokenizer, _ = base_policy(run.profile)
-        dataset = train_set(run.profile, run.arm, run.seed, **run.overrides)
+        dataset = run.train_set()
         if processes.is_main_process:
             atomic_write_json(work / RUN_FILE, run.record())
         caller_threads = torch.get_num_threads()
@@ -400,7 +401,7 @@ def train_run(
 
 def train_policy(
     profile: str | Profile = "cpu",
-    arm: str = "grpo",
+    arm: Arm | str = GRPO,
     seed: int = 0,
     reward: Callable[..., list[float]] | None = None,
     reward_id: str | None = None,
@@ -422,7 +423,7 @@ def train_policy(
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     run = Run(profile, arm, seed, overrides, reward)
-    path = run_dir(profile, arm, seed, overrides, reward_key(run.reward, reward_id), threads)
+    path = run.path(reward_id, threads)
     config = run.config(path.with_name(path.name + ".work"))  # validates before any work
     loaded = _cached_run(path)
     if loaded is None:

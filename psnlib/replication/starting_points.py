@@ -29,7 +29,6 @@ from psnlib.replication.pretrain import (
     policy_name,
 )
 from psnlib.replication.profiles import PolicySpec, Profile
-from psnlib.replication.runs import rl_settings
 from psnlib.replication.store import weights_fingerprint
 from psnlib.replication.variants import BASE
 from psnlib.weak_prefix import fingerprint as prefix_fingerprint
@@ -51,7 +50,7 @@ def prefix_sets(profile: Profile) -> list[PrefixKey]:
     """The weak-prefix training sets the plan's runs train on."""
     keys: set[PrefixKey] = set()
     for v, seed, _ in planned_work(profile):
-        settings = {} if v.arm == BASE else rl_settings(profile, v.arm, seed, **v.settings)
+        settings = {} if v.arm == BASE else v.run(profile, seed).settings()
         if settings.get("prefix_prob", 0.0) > 0:
             keys.add((seed, settings["prefix_truncation"], settings["prefix_source"]))
     return sorted(keys)

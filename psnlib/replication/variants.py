@@ -1,6 +1,6 @@
 """The policies an experiment compares, trained and evaluated through the caches.
 
-A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.replication.runs.ARMS``)
+A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.replication.arms``)
 with settings on top; ``compare`` trains (or loads) each one at each seed and evaluates it (or loads
 the stored evaluation), returning tidy tables. Every evaluation uses the same problems and
 sampling seed (``EVAL_SEED``), so policies are compared on identical problems, and a run shared
@@ -19,14 +19,13 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.replication import ledger
+from psnlib.replication.arms import BASE, GRPO, Arm, arm
 from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks, labelled
 from psnlib.replication.pretrain import base_policy, policy_name, spec_hash, starting_fingerprint
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
-from psnlib.replication.runs import ARMS, reward_key, rl_settings, run_dir, train_policy
-from psnlib.tasks.datasets import task_reward
+from psnlib.replication.runs import Run, train_policy
 from psnlib.trainer import PSNGRPOConfig
 
-BASE = "base"  # the arm name of the untrained policy
 EVAL_SEED = 0  # problems and sampling streams of every evaluation
 
 
@@ -34,21 +33,21 @@ EVAL_SEED = 0  # problems and sampling streams of every evaluation
 class Variant:
     """One policy of a comparison.
 
-    ``label`` names it in tables and figures; ``arm`` is ``BASE`` or a key of ``ARMS``;
+    ``label`` names it in tables and figures; ``arm`` is an ``Arm`` or ``BASE`` (or its name,
+    turned into it here);
     ``settings`` are ``PSNGRPOConfig`` overrides; ``policy`` replaces the profile's base policy
     (the "across models" comparison); ``tags`` become extra columns of every table (e.g. the
     swept value).
     """
 
     label: str
-    arm: str = "grpo"
+    arm: Arm = GRPO
     settings: dict[str, Any] = field(default_factory=dict)
     policy: PolicySpec | None = None
     tags: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.arm != BASE and self.arm not in ARMS:
-            raise ValueError(f"unknown arm {self.arm!r}; allowed: {[BASE, *sorted(ARMS)]}")
+        object.__setattr__(self, "arm", arm(self.arm))
         if self.arm == BASE and self.settings:
             raise ValueError(f"the base policy takes no RL settings, got {self.settings}")
 
@@ -60,20 +59,23 @@ class Variant:
         """The seeds it runs at: the base policy is trained once, so only the first."""
         return seeds[:1] if self.arm == BASE else seeds
 
+    def run(self, profile: Profile, seed: int) -> Run:
+        """Its RL run at ``seed`` (``psnlib.replication.runs.Run``: settings, key, path, config,
+        training set); not for the base policy, which trains nothing."""
+        if self.arm == BASE:
+            raise ValueError("the base policy has no RL run")
+        return Run(self.profile(profile), self.arm, seed, self.settings)
+
     def run_path(self, profile: Profile, seed: int) -> Path:
         """Its RL run's cache directory, as ``train_policy`` names it (the reward of the
-        profile's ``rl_dataset``); not for the base policy, which trains nothing."""
-        if self.arm == BASE:
-            raise ValueError("the base policy has no RL run directory")
-        profile = self.profile(profile)
-        reward = reward_key(task_reward(profile.rl_dataset))
-        return run_dir(profile, self.arm, seed, self.settings, reward)
+        profile's ``rl_dataset``)."""
+        return self.run(profile, seed).path()
 
     def run_key(self, profile: Profile, seed: int) -> str:
-        """The name its evaluations are stored under: its run directory's name."""
+        """The name its evaluations and its ledger record are stored under."""
         if self.arm == BASE:
-            return f"{BASE}-{spec_hash(self.profile(profile).base)}"
-        return self.run_path(profile, seed).name
+            return f"{BASE.name}-{spec_hash(self.profile(profile).base)}"
+        return self.run(profile, seed).key()
 
     def effective_settings(self, profile: Profile) -> dict[str, Any]:
         """What its runs change with respect to plain GRPO at ``profile``: the resolved
@@ -83,9 +85,8 @@ class Variant:
         div_similarity, div_fraction."""
         if self.arm == BASE:
             return {}
-        profile = self.profile(profile)
-        grpo = rl_settings(profile, "grpo", seed=0)
-        mine = rl_settings(profile, self.arm, seed=0, **self.settings)
+        grpo = Variant("GRPO", policy=self.policy).run(profile, 0).settings()
+        mine = self.run(profile, 0).settings()
         names = list(dict.fromkeys([*mine, *grpo]))
         value = {k: mine.get(k, _config_default(k)) for k in names}
         return {k: v for k, v in value.items() if grpo.get(k, _config_default(k)) != v}
@@ -125,7 +126,7 @@ def arms_table(variants: list[Variant], profile: Profile, seeds: tuple[int, ...]
             text = "(GRPO itself: sigma=0, no TIS)"
         else:
             text = ", ".join(f"{k}={_format(x)}" for k, x in changed.items())
-        row = {"policy": v.label, "arm": v.arm, "seeds": len(v.seeds(seeds))}
+        row = {"policy": v.label, "arm": v.arm.name, "seeds": len(v.seeds(seeds))}
         if any(u.policy is not None for u in variants):
             row["base policy"] = model_name(v.profile(profile).base)
         rows.append(row | {"settings that differ from GRPO": text})
