@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import Damaged, data_dir, exclusive, load_cached, load_json, read_json
+from psnlib.io import ROOT, Damaged, data_dir, exclusive, load_cached, load_json, read_json
 from psnlib.models import (
     META_FILE,
     build_tokenizer,
@@ -36,7 +36,6 @@ from psnlib.models import (
     save_policy,
     tiny_policy,
 )
-from psnlib.replication.ledger import results_root
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.store import weights_fingerprint
 from psnlib.tasks import sft_corpus
@@ -145,8 +144,10 @@ def policy_name(spec: PolicySpec) -> str:
 
 
 def committed_root() -> Path:
-    """Where the committed starting policies are: ``<results>/start/policies/``."""
-    return results_root() / "start" / "policies"
+    """Where the committed starting policies are: the checkout's ``results/start/policies/``,
+    wherever the run ledger's records go (``$PSNLIB_RESULTS``, ``--out``): every run starts from
+    the starting points tracked with the code."""
+    return ROOT / "results" / "start" / "policies"
 
 
 def committed_policy(spec: PolicySpec) -> Path | None:
