@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from psnlib import io
@@ -359,3 +360,27 @@ def test_text_is_utf8_whatever_the_locale(tmp_path):
     ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     seen = run_io(ASCII_LOCALE, str(tmp_path), env=ascii_locale)
     assert seen == {"written": "sigma \u03c3 \u2014 \u00b1 0.1\n", "read": {"eos": "\u00e9"}}
+
+
+def test_a_cached_run_that_is_a_symlink_is_read_not_retrained(tmp_path, monkeypatch, one_thread):
+    """A finished run whose cache entry is a symbolic link (a cache moved to another disk) is
+    followed for reading: loaded, never trained again; one that is damaged is named, and
+    neither it nor its link's target is deleted."""
+    from psnlib.replication import runs
+
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    _, _, log = runs.train_policy("smoke", "grpo", 0, max_steps=1)
+    path = runs.run_dir(
+        runs.get_profile("smoke"), "grpo", 0, {"max_steps": 1}, "countdown_dense_reward"
+    )
+    moved = tmp_path / "elsewhere" / path.name
+    moved.parent.mkdir()
+    shutil.move(path, moved)
+    path.symlink_to(moved, target_is_directory=True)
+    monkeypatch.setattr(runs, "fit", lambda *a: pytest.fail("retrained a cached run"))
+    _, _, again = runs.train_policy("smoke", "grpo", 0, max_steps=1)
+    pd.testing.assert_frame_equal(again, log, check_like=True)  # the same steps, loaded
+    (moved / "psnlib_meta.json").write_text("{")  # damaged, behind the link
+    with pytest.raises(io.WriteFailed, match="symbolic link"):
+        runs.train_policy("smoke", "grpo", 0, max_steps=1)
+    assert path.is_symlink() and moved.is_dir()

@@ -301,3 +301,26 @@ def test_a_stored_premise_part_without_rows_is_named_and_recomputed(untrained, m
         again = plan.run(seeds=(0,), progress=False)
     assert len(calls) == 1  # the full evaluation at the matched temperature, once more
     pd.testing.assert_frame_equal(again["problems"], first["problems"], check_dtype=False)
+
+
+def test_a_stored_match_with_a_nan_temperature_is_searched_again(untrained, monkeypatch):
+    """A stored match part that parses but names T = NaN (damaged, yet valid JSON) is never
+    sampled at: the search runs again and the temperature part is made at a finite T."""
+    plan = premise(SMALL)
+    first = plan.run(seeds=(0,), progress=False)
+    (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(SMALL, 0)}-*/match.json")
+    store = ResultStore(part.parent)
+    match = store.load("match")
+    store.save("match", {**match, "result": match["result"].assign(temperature=math.nan)})
+    sampled = []
+    real = premise_module.sample_problems
+
+    def counted(*args, **kwargs):
+        sampled.append(kwargs["temperature"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(premise_module, "sample_problems", counted)
+    again = plan.run(seeds=(0,), progress=False)
+    assert sampled and all(math.isfinite(t) for t in sampled)
+    T = float(again["matched"]["temperature"].iloc[0])
+    assert math.isfinite(T) and T == float(first["matched"]["temperature"].iloc[0])
