@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -104,6 +105,24 @@ def _go_offline() -> None:
     datasets.config.HF_HUB_OFFLINE = True
 
 
+def _reach(ask: Callable[[], None], cached: bool, absent: str, unreachable: str) -> None:
+    """Ask the hub whether a model or data set exists (``ask``, one request): a gated one
+    passes (loading it asks for a token); one the hub says does not exist is the ValueError
+    ``absent``; an unreachable hub (DNS, connection, timeout, server errors) is the ValueError
+    ``unreachable`` (its ``{error}``: the error's type) unless a copy is ``cached``, which then
+    loads in offline mode, without a minute of retries."""
+    try:
+        ask()
+    except GatedRepoError:
+        return
+    except RepositoryNotFoundError as err:
+        raise ValueError(absent) from err
+    except Exception as err:
+        if not cached:
+            raise ValueError(unreachable.replace("{error}", type(err).__name__)) from err
+        _go_offline()
+
+
 def check_hub_id(name: str, what: str = "--model") -> None:
     """A hub id that is neither in the local hub cache nor on a reachable hub is a ValueError
     naming it, at once: transformers would retry for about a minute. An id in the cache while
@@ -117,19 +136,13 @@ def check_hub_id(name: str, what: str = "--model") -> None:
                 f"HF_HUB_OFFLINE is set; download it first (hf download {name}) {local}"
             )
         return
-    try:
-        ask_hub(name)
-    except GatedRepoError:
-        return  # it exists; loading it needs a token, which the load will ask for
-    except RepositoryNotFoundError as err:
-        raise ValueError(f"{what} {name!r}: no such model on the hub, {local}") from err
-    except Exception as err:  # DNS, connection, timeout or server errors: the hub is not there
-        if not cached:
-            raise ValueError(
-                f"{what} {name!r} is not in the hub cache and the hub cannot be reached "
-                f"({type(err).__name__}); connect, {local}"
-            ) from err
-        _go_offline()  # the cached copy, without a minute of retries
+    _reach(
+        lambda: ask_hub(name),
+        cached,
+        f"{what} {name!r}: no such model on the hub, {local}",
+        f"{what} {name!r} is not in the hub cache and the hub cannot be reached ({{error}}); "
+        f"connect, {local}",
+    )
 
 
 def check_model(name: str | None, what: str = "--model") -> str | None:
@@ -191,16 +204,10 @@ def check_data_set(name: str, what: str = "--dataset") -> None:
                 f"HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set; {local}"
             )
         return
-    try:
-        ask_hub_data_set(spec.hub_id)
-    except GatedRepoError:
-        return  # it exists; loading it needs a token, which the load will ask for
-    except RepositoryNotFoundError as err:
-        raise ValueError(f"{what} {name!r}: no such data set on the hub ({spec.hub_id})") from err
-    except Exception as err:  # DNS, connection, timeout or server errors: the hub is not there
-        if not cached:
-            raise ValueError(
-                f"{what} {name!r} ({spec.hub_id}) is not in the datasets cache and the hub "
-                f"cannot be reached ({type(err).__name__}); connect, or {local}"
-            ) from err
-        _go_offline()
+    _reach(
+        lambda: ask_hub_data_set(spec.hub_id),
+        cached,
+        f"{what} {name!r}: no such data set on the hub ({spec.hub_id})",
+        f"{what} {name!r} ({spec.hub_id}) is not in the datasets cache and the hub cannot be "
+        f"reached ({{error}}); connect, or {local}",
+    )
