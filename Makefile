@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= cpu
+# local worker processes, or slurm: the tasks as a Slurm job array (docs/scale_out.md)
+EXECUTOR ?= local
 
 .PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab
 
@@ -21,9 +23,10 @@ lock: $(VENV)/.installed
 	  $(BIN)/pip freeze --exclude-editable | grep -v '^psnlib' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; \
 	} > constraints.txt
 
-## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/
+## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/;
+## EXECUTOR=slurm computes the tasks as a Slurm job array
 reproduce: $(VENV)/.installed
-	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE)
+	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE) --executor $(EXECUTOR)
 
 ## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
 lab: $(VENV)/.installed

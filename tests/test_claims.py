@@ -195,8 +195,10 @@ def test_throughput_reads_cpu_time_per_step_with_one_clock_for_both_sides():
     assert row["diff"] == pytest.approx((a - b).mean()) and row["note"] == ""
     assert (row["lo"], row["hi"]) == pytest.approx(_t(a - b))
     assert row["direction"] == NONINFERIOR and row["margin"] == pytest.approx(0.08 * b.mean())
-    # d = (20 - 30, 20 - 20, 40 - 40): [-17.7, +11.0] reaches below -2.4 (8% of 30)
-    assert row["lo"] < -row["margin"] < row["hi"] and row["verdict"] == "inconclusive"
+    # d = (20 - 30, 20 - 20, 40 - 40): [-17.7, +11.0] reaches below -2.4 (8% of 30), and 3 seeds
+    # at this spread cannot see a loss of 2.4 (issue 41 item 7: this read *inconclusive* before)
+    assert row["lo"] < -row["margin"] < row["hi"] and row["mde"] > row["margin"]
+    assert row["verdict"] == "exploratory"
     # one run of theirs logged before step_cpu_time: every run reads the wall clock
     old = logs[~((logs["policy"] == B) & (logs["seed"] == 2))]
     old = pd.concat([old, _logs(B, {2: wall[2]})])
@@ -264,13 +266,15 @@ def test_new_rows_verdicts_on_hand_made_intervals():
     table = judge(
         pd.DataFrame(
             [
-                row(cost, 10, -3.0, 3.0),  # the loss is at most 8% of 50 = 4
-                row(cost, 10, -12.0, -6.0),  # wholly below -4: much slower
-                row(cost, 10, -6.0, 1.0),  # straddles the margin
-                row(cost, 10, 2.0, 9.0),  # faster: one-sided, so not against the claim
-                row(grows, 10, 0.5, 3.0),  # clear of 0 the paper's way
-                row(grows, 10, -0.5, 1.0),  # below the paper's +1.44
-                row(grows, 3, -3.0, 6.0),  # covers 0 and +1.44
+                # intervals narrow enough that the MDE lies below the effect of interest (the
+                # margin 4, the paper's +1.44; issue 41 item 7)
+                row(cost, 10, -2.0, 2.0),  # the loss is at most 8% of 50 = 4
+                row(cost, 10, -9.0, -6.0),  # wholly below -4: much slower
+                row(cost, 10, -5.0, -2.0),  # straddles the margin
+                row(cost, 10, 2.0, 5.0),  # faster: one-sided, so not against the claim
+                row(grows, 10, 0.5, 1.5),  # clear of 0 the paper's way
+                row(grows, 10, -0.5, 0.5),  # below the paper's +1.44
+                row(grows, 16, -0.1, 1.5),  # covers 0 and +1.44
                 row(grows, 1, 1.0, 3.0),  # one seed
             ]
         )

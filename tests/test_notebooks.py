@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from psnlib.replication import ledger, reproduce, summaries
+from psnlib.replication import ledger, pool, summaries
+from psnlib.replication.notebook_runs import notebook_paths, run_notebook
 from psnlib.replication.profiles import get_profile
-from psnlib.replication.reproduce import notebook_paths, run_notebook
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = notebook_paths(NOTEBOOK_DIR)
@@ -91,7 +91,7 @@ def shared_data(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PSNLIB_DATA", str(tmp_path_factory.mktemp("data")))
         mp.setenv(ledger.RESULTS_ENV, str(tmp_path_factory.mktemp("results")))
-        status = reproduce.prepare(get_profile("smoke"), workers=2)
+        status = pool.prepare(get_profile("smoke"), workers=2)
         assert (status["state"] == "done").all(), status[status["state"] != "done"]
         yield tmp_path_factory.mktemp("out")
 
@@ -193,7 +193,7 @@ def test_the_report_check_fails_on_a_first_state_bar_and_a_cut_table():
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):
-    from psnlib.replication.reproduce import ROOT, notebook_outputs
+    from psnlib.replication.notebook_runs import ROOT, notebook_outputs
 
     assert notebook_outputs("smoke", tmp_path / "f") == tmp_path / "f"
     assert (tmp_path / "f").is_dir()

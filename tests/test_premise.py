@@ -322,5 +322,5 @@ def test_a_stored_match_with_a_nan_temperature_is_searched_again(untrained, monk
     monkeypatch.setattr(premise_module, "sample_problems", counted)
     again = plan.run(seeds=(0,), progress=False)
     assert sampled and all(math.isfinite(t) for t in sampled)
-    T = float(again["matched"]["temperature"].iloc[0])
-    assert math.isfinite(T) and T == float(first["matched"]["temperature"].iloc[0])
+    matched = float(again["matched"]["temperature"].iloc[0])
+    assert math.isfinite(matched) and matched == float(first["matched"]["temperature"].iloc[0])

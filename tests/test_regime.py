@@ -263,7 +263,7 @@ def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
 def test_the_regime_notebook_runs_after_the_testbed_and_before_the_claims():
     from pathlib import Path
 
-    from psnlib.replication.reproduce import notebook_paths
+    from psnlib.replication.notebook_runs import notebook_paths
 
     stems = [p.stem for p in notebook_paths(Path(__file__).resolve().parent.parent / "notebooks")]
     assert (

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from psnlib.replication import experiments, jobs, ledger, reproduce, starting_points
+from psnlib.replication import (
+    experiments,
+    jobs,
+    ledger,
+    notebook_runs,
+    pool,
+    reproduce,
+    starting_points,
+)
 from psnlib.replication.prefixes import prefix_source
 from psnlib.replication.profiles import get_profile
 
@@ -45,9 +53,9 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
         stages[stage] = tasks
         return []
 
-    monkeypatch.setattr(reproduce, "_run_all", run_all)
+    monkeypatch.setattr(pool, "run_all", run_all)
     cpu = get_profile("cpu")
-    reproduce.prepare(cpu, 2)
+    pool.prepare(cpu, 2)
     assert list(stages) == ["policies", "weak prefixes", "runs"]
     assert len(stages["runs"]) == len(experiments.planned_work("cpu"))  # no record here
     premised = [task for _, _, task in stages["runs"] if task.premise]
@@ -69,14 +77,14 @@ def _square(x: int) -> str:
 def test_tasks_run_in_worker_processes_and_failures_surface(capsys, tmp_path):
     timing = tmp_path / "timing.json"
     record = partial(reproduce._record, timing)
-    reproduce._run_all("squares", [(_square, 3), (_square, 4)], workers=2, record=record)
+    pool.run_all("squares", [(_square, 3), (_square, 4)], workers=2, record=record)
     out = capsys.readouterr().out
     assert "9:" in out and "16:" in out and "2 worker(s)" in out
     entries = json.loads(timing.read_text())  # one per task, wall and CPU time
     assert sorted(e["task"] for e in entries) == ["16", "9"]
     assert all(e["stage"] == "squares" and e["cpu_seconds"] >= 0 for e in entries)
     with pytest.raises(TypeError):
-        reproduce._run_all("bad", [(_square, "x")], workers=1)
+        pool.run_all("bad", [(_square, "x")], workers=1)
 
 
 def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monkeypatch):
@@ -91,8 +99,8 @@ def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monke
     monkeypatch.setattr(jobs, "tasks", lambda profile: plan)
     record = jobs.run_task(smoke, plan[1])  # not the base
     shutil.rmtree(tmp_path / "data")  # no weights, no caches: the record alone
-    monkeypatch.setattr(reproduce.jobs, "run_task", None)  # nothing may compute
-    table = reproduce.measured_compute(smoke).set_index("policy")
+    monkeypatch.setattr(jobs, "run_task", None)  # nothing may compute
+    table = jobs.measured_compute(smoke).set_index("policy")
     log = ledger.log_table(record)
     assert table.loc["GRPO", "train_seconds"] == log["step_cpu_time"].sum()
     cpu = record["cpu_seconds"]
@@ -141,14 +149,15 @@ def test_the_published_report_names_no_machine_directory(tmp_path):
     text = f"written to {root}/figures/cpu/x.json\n"
     cell.outputs = [nbformat.v4.new_output("stream", text=text)]
     nb.cells.append(cell)
-    report = reproduce.static_report(nb, root)
+    report = notebook_runs.static_report(nb, root)
     assert report.cells[0].source == 'figures_dir = "../figures/cpu"'
     assert report.cells[0].outputs[0]["text"] == "written to ../figures/cpu/x.json\n"
     # a reproduction with --out elsewhere publishes the same report
     out = tmp_path / "elsewhere"
     nb.cells[0].source = f'figures_dir = "{out}/figures/cpu"'
     assert (
-        reproduce.static_report(nb, root, out).cells[0].source == 'figures_dir = "../figures/cpu"'
+        notebook_runs.static_report(nb, root, out).cells[0].source
+        == 'figures_dir = "../figures/cpu"'
     )
 
 
@@ -173,7 +182,7 @@ def test_run_notebook_is_quiet_and_publishes_no_machine_directory(tmp_path, capf
     nbformat.write(nb, path)
     out = tmp_path / "out"  # as `python -m psnlib.replication.reproduce --out <tmp_path>/out`
     figures = out / "figures" / "smoke"
-    metrics = reproduce.run_notebook(path, "smoke", figures, out / "runs" / "smoke")
+    metrics = notebook_runs.run_notebook(path, "smoke", figures, out / "runs" / "smoke")
     assert metrics.read_text() == "{}"
     report = (figures / "notebooks" / path.name).read_text()
     assert str(out) not in report and "../figures/smoke" in report

@@ -92,7 +92,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from psnlib.replication import reproduce
+from psnlib.replication import pool as local
 import sleeper
 
 folder = Path(sys.argv[1])
@@ -119,7 +119,7 @@ def alive(pid: int) -> bool:
 
 
 def orphans(
-    tmp_path: Path, pool: str = "reproduce._pool(2)", start_s: float = 240, grace_s: float = 10
+    tmp_path: Path, pool: str = "local.worker_pool(2)", start_s: float = 240, grace_s: float = 10
 ) -> list[int]:
     """Start a process that makes ``pool`` (an expression), runs a 60 s task in each of its two
     workers, then SIGKILLs itself; the pids of its workers still running ``grace_s`` after."""
@@ -153,8 +153,8 @@ def orphans(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux' own")
 def test_workers_die_when_their_parent_is_killed(tmp_path):
-    """A ``kill -9`` of ``make reproduce`` leaves no worker training on (``_pool``: each worker
-    asks the kernel for SIGKILL when its parent dies)."""
+    """A ``kill -9`` of ``make reproduce`` leaves no worker training on (``worker_pool``: each
+    worker asks the kernel for SIGKILL when its parent dies)."""
     assert orphans(tmp_path) == []
 
 

@@ -5,9 +5,13 @@ A ``Claim`` holds the experiment (a plan function of ``psnlib.replication.experi
 (``ours``), the one it is compared with (``theirs``), the statistic
 (``psnlib.replication.claim_stats``; its docstring has each formula) and the benchmarks it is
 averaged over; ``psnlib.replication.results`` computes our side. ``effect`` is the difference the
-paper reports, in its points, where it gives numbers; an "about equal" claim states its
-equivalence margin, a "costs at most" claim its non-inferiority margin
-(``psnlib.replication.verdicts`` says how each enters the verdict).
+paper reports for the configuration compared, in its points, where it gives numbers (a claim on a
+configuration the paper gives no number for has none: no size word, only the direction words);
+``interest`` is the size a claim without such a number must be able to see (honest power);
+an "about equal" claim states its equivalence margin by the one rule ``EQUIVALENCE_SHARE``, a
+"costs at most" claim its non-inferiority margin (``psnlib.replication.verdicts`` says how each
+enters the verdict). ``exclude_seeds`` leaves out, at a profile, the seeds whose results framed a
+claim (its direction was chosen after seeing them): the claim is tested on the others.
 
 ``ours`` and ``theirs`` are the experiment's ``Variant`` objects, or, where the policy depends on
 the profile, an ``AtProfile`` that picks it at a profile (``on_other_model``: the profile's n-th
@@ -35,6 +39,15 @@ from psnlib.replication.variants import Variant, model_name
 from psnlib.replication.verdicts import DIRECTIONS, EQUIVALENT, SUPERIOR
 
 NOT_RUN = "not run at this profile"  # the status of a claim the profile has no runs for
+
+# One margin rule for every "about equal" claim (docs/protocol.md section 2.6): equal within this
+# share of theirs' value. Half the smallest gain either paper reports for its own method, as a
+# share of its reference: weak prefixes' +1.30 on GRPO's 67.76 pass@128 (1.9%; the PSN paper's
+# smallest, fixed sigma's +2.24 on 74.7, is 3.0%). A difference half the size of the smallest
+# one the papers count as a gain is "about equal"; it needs no number the paper does not give
+# (the PSN paper gives none for its "about the same" pass@1), it is one share for both papers,
+# and it keeps the weak-prefix paper's own "about equal" (-0.14 of 38.29, 0.37%) equal.
+EQUIVALENCE_SHARE = (69.06 - 67.76) / 67.76 / 2
 
 
 class NotRun(Exception):
@@ -120,9 +133,17 @@ class Claim:
     effect: float | None = None  # the paper's ours - theirs, in points, where it gives numbers
     # the paper's value of theirs (a pass@k in percent), for the effect scaled to the headroom
     paper_theirs: float | None = None
-    # EQUIVALENT: equal within this share of theirs' value (0.1: +/- 10%); NONINFERIOR: at most
-    # this share below it
+    # EQUIVALENT: equal within this share of theirs' value (EQUIVALENCE_SHARE, the one rule);
+    # NONINFERIOR: at most this share below it (the paper's stated cost)
     margin: float | None = None
+    # where the paper reports no effect for this comparison: the size (paper's points, scaled by
+    # paper_theirs like an effect) its seeds must be able to see for a verdict word (honest power,
+    # psnlib.replication.verdicts); no size word is judged against it
+    interest: float | None = None
+    # (profile name, seeds) whose results framed the claim (its direction was chosen after
+    # seeing them): left out of its statistic at that profile, so that it is tested on seeds that
+    # did not frame it (a seed of another profile is another run, and stays)
+    exclude_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("id", "ood", "all"):
@@ -137,11 +158,20 @@ class Claim:
         if self.direction != SUPERIOR and not (self.margin or 0) > 0:
             kind = "an 'about equal'" if self.direction == EQUIVALENT else "a non-inferiority"
             raise ValueError(f"{kind} claim needs a margin > 0, got {self.margin}")
+        if self.effect is not None and self.interest is not None:
+            raise ValueError("a claim with the paper's effect takes no other size of interest")
+        if self.interest is not None and self.direction != SUPERIOR:
+            raise ValueError("the size of interest of a claim with a margin is its margin")
+
+    def excluded(self, profile: Profile) -> tuple[int, ...]:
+        """The seeds left out of the claim's statistic at ``profile`` (``exclude_seeds``)."""
+        return tuple(s for name, seeds in self.exclude_seeds if name == profile.name for s in seeds)
 
     def sides(self, profile: Profile) -> tuple[Variant, Variant]:
         """The variants of ``ours`` and ``theirs`` in the claim's experiment at ``profile``;
         ``NotRun`` where the profile has no such policy, its experiment does not train it, or
-        both sides are one policy (the profile's sigma is the sweep's smallest)."""
+        both sides are one policy (the profile's sigma is the sweep's smallest), or every seed
+        of the experiment is one that framed the claim there (``excluded``)."""
         ours, theirs = (
             s.pick(profile) if isinstance(s, AtProfile) else s for s in (self.ours, self.theirs)
         )
@@ -152,4 +182,10 @@ class Claim:
         absent = [v.label for v in (ours, theirs) if v.label not in trained]
         if absent:
             raise NotRun(f"the {plan.name} experiment at this profile has no {absent}")
+        framed = self.excluded(profile)
+        if framed and not set(plan.seeds) - set(framed):
+            raise NotRun(
+                f"the {plan.name} experiment at this profile has only seeds that framed the claim "
+                f"({', '.join(map(str, framed))})"
+            )
         return ours, theirs

@@ -175,11 +175,14 @@ class Statistic:
         ours: str,
         theirs: str,
         profile: Profile,
+        exclude: tuple[int, ...] = (),
     ) -> SeedValues:
         """The statistic of policies ``ours`` and ``theirs`` per seed, in its unit (index seed;
         columns value_a, value_b) from the tables handed (``problems``: the benchmarks to
         average only; ``logs``: for a per-run statistic), with the paired per-problem table
-        behind it (None for a per-run statistic), for the one-seed bootstrap."""
+        behind it (None for a per-run statistic), for the one-seed bootstrap. The seeds in
+        ``exclude`` (those that framed the claim) are left out, after pairing: a policy evaluated
+        at one seed only (the base policy) still pairs with every other seed."""
         if self.per_run is not None:
             if logs is None:
                 raise ValueError(f"the {self.name} statistic needs the runs' training logs")
@@ -187,10 +190,16 @@ class Statistic:
             clock, note = step_clock(mine) if len(mine) else (CPU_CLOCK, "")
             per_run = self.per_run
             values = run_values(mine.assign(seconds=mine.get(clock)), ours, theirs, per_run)
+            values = values[~values.index.isin(exclude)]
+            if values.empty:
+                raise ValueError(f"{ours!r} and {theirs!r} share no seed outside {exclude}")
             return SeedValues(values * self.scale, note=note)
         if problems is None:
             raise ValueError(f"the {self.name} statistic needs the problems table")
         both = paired(*(self.problem_values(problems, p, profile) for p in (ours, theirs)))
+        both = both[~both["seed"].isin(exclude)]
+        if both.empty:
+            raise ValueError(f"{ours!r} and {theirs!r} share no seed outside {exclude}")
         return SeedValues(self.per_seed(both) * self.scale, both)
 
     def problem_values(self, problems: pd.DataFrame, policy: str, profile: Profile) -> pd.DataFrame:
@@ -267,13 +276,15 @@ class AtEqualPass1(Statistic):
         ours: str,
         theirs: str,
         profile: Profile,
+        exclude: tuple[int, ...] = (),
     ) -> SeedValues:
         """value_a: ours' pass@K moved to theirs' pass@1 of the seed, ``y_a - b (x_a - x_b)``;
         value_b: theirs' pass@K; the jackknife interval, and a note with ``b`` and the plain
-        pass@K difference."""
-        at_k = self.passk.seed_values(problems, logs, ours, theirs, profile)
+        pass@K difference; the seeds in ``exclude`` are left out before the frontier is fitted."""
+        at_k = self.passk.seed_values(problems, logs, ours, theirs, profile, exclude)
         y, both = at_k.values, at_k.paired  # the pairs name the benchmarks averaged
-        x = self.pass1.seed_values(problems, logs, ours, theirs, profile).values.loc[y.index]
+        pass1 = self.pass1.seed_values(problems, logs, ours, theirs, profile, exclude)
+        x = pass1.values.loc[y.index]
         b = frontier_slope(x["value_b"], y["value_b"])
         values = pd.DataFrame(
             {"value_a": y["value_a"] - b * (x["value_a"] - x["value_b"]), "value_b": y["value_b"]}

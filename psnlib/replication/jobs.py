@@ -234,3 +234,23 @@ def estimate(table: pd.DataFrame) -> pd.Series:
                 break
         costs.append(cost)
     return pd.Series(costs, index=table.index, name="estimate")
+
+
+def measured_compute(profile: Profile) -> pd.DataFrame:
+    """What each planned run cost, from its ledger record; nothing is trained or evaluated.
+
+    One row per task of the plan (``tasks``): run, policy, seed,
+    ``train_seconds`` (CPU seconds of its training, the trainer's ``step_cpu_time``; 0 for a base
+    policy) and ``eval_seconds`` (CPU seconds of its evaluations, premise and probes); NaN where its
+    record is not done. One thread each, so about its wall time on a quiet machine.
+    """
+    rows = []
+    for task in tasks(profile):
+        expected = task.expected(profile)
+        record = ledger.usable(expected)
+        cpu = record["cpu_seconds"] if record is not None else {}
+        row = {"run": expected.key, "policy": task.variant.label, "seed": task.seed}
+        train = cpu.get("train") if task.kind == "run" else 0.0 if record else None
+        evaluate = sum(cpu.values()) - cpu["train"] if record else None
+        rows.append(row | {"train_seconds": train, "eval_seconds": evaluate})
+    return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})

@@ -35,337 +35,51 @@ notebook, ``--only`` with no word or words that match none, a negative ``--worke
 that is not a positive number of seconds, an ``--until`` that is not HH:MM, an ``--out`` or data
 directory that cannot be written) ends the program with one line naming it, before any work.
 ``PSNLIB_DATA`` and the ledger's folder are resolved to absolute paths here, once.
+
+``--executor slurm`` (``psnlib.replication.slurm``, docs/scale_out.md) builds the starting points
+here, then submits the tasks without a usable record as one Slurm job array instead of running
+them in local workers, and waits for it (``--no-wait``: returns once submitted); its flags
+(``--partition``, ``--time``, ``--cpus-per-task``, ``--mem-gb``, ``--gpus-per-task``,
+``--array-parallelism``, ``--slurm-config``, ``--runs``) are checked before anything is submitted.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import datetime
 import hashlib
-import html
 import math
 import os
 import platform
-import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import partial
 from importlib.metadata import version
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
 
-import nbformat
-import pandas as pd
 import torch
 
 from psnlib.io import (
     WriteFailed,
     atomic_write_json,
-    atomic_write_text,
     check_data_dir,
     check_writable,
     data_dir,
     read_json,
 )
-from psnlib.replication import jobs, ledger, starting_points
+from psnlib.replication import jobs, ledger, slurm, starting_points
 from psnlib.replication.arms import BASE
 from psnlib.replication.experiments import planned_runs
+from psnlib.replication.notebook_runs import notebook_paths, run_notebook
 from psnlib.replication.paths import ROOT
 from psnlib.replication.paths import figures_dir as default_figures
-from psnlib.replication.prefixes import prefix_train_set
-from psnlib.replication.pretrain import build_policy, policy_dir
-from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
+from psnlib.replication.pool import prepare, starting
+from psnlib.replication.profiles import PROFILES, Profile, get_profile
 
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
-# The kernel's own log at ERROR: ipykernel 7 warns at every start that its localhost TCP sockets
-# are unencrypted (17 identical lines per reproduction); cell output, the notebooks' warnings
-# included, is not the kernel's log and still shows.
-# And tables whole: pandas' display cuts a long table to "..." rows and columns, the papers'
-# numbers among them; a published report shows every cell.
-WHOLE_TABLES = (
-    "import pandas; pandas.set_option('display.max_rows', None, 'display.max_columns', None, "
-    "'display.max_colwidth', None, 'display.width', 250)"
-)
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines={WHOLE_TABLES}"]
-
-
-def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
-    """Where a notebook writes figures and tables: ``figures_dir``, by default the checkout's
-    ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing."""
-    path = Path(figures_dir) if figures_dir else default_figures(profile)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def notebook_paths(notebooks_dir: Path, only: list[str] | None = None) -> list[Path]:
-    """Notebooks in run order (by name); ``only`` keeps those whose stem contains any given word.
-    A directory that does not exist or holds no notebook, or a word of ``only`` that matches
-    none, is a ValueError naming it."""
-    if not notebooks_dir.is_dir():
-        raise ValueError(
-            f"--notebooks {str(notebooks_dir)!r} is not a directory; pass the directory of the "
-            f"notebooks (default: {ROOT / 'notebooks'})"
-        )
-    paths = sorted(notebooks_dir.glob("[0-9][0-9]*_*.ipynb"))  # 01_, 01b_, 02_, ...
-    if not paths:
-        raise ValueError(f"--notebooks {str(notebooks_dir)!r} holds no notebook (NN_name.ipynb)")
-    if only:
-        unmatched = [word for word in only if not any(word in p.stem for p in paths)]
-        if unmatched:
-            raise ValueError(
-                f"--only {unmatched} matches no notebook in {notebooks_dir}; notebooks: "
-                f"{', '.join(p.stem for p in paths)}"
-            )
-        paths = [p for p in paths if any(word in p.stem for word in only)]
-    return paths
-
-
-def run_notebook(path: Path, profile: str, figures_dir: Path, runs_dir: Path) -> Path:
-    """Execute one notebook with papermill into ``runs_dir``; once it has written its metrics,
-    publish the executed copy to ``figures_dir/notebooks/``. Returns the metrics JSON path."""
-    import papermill as pm
-
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    metrics_path = figures_dir / f"{path.stem}.json"
-    pm.execute_notebook(
-        str(path),
-        str(runs_dir / path.name),
-        parameters={
-            "profile": profile,
-            "figures_dir": str(figures_dir),
-            "metrics_path": str(metrics_path),
-        },
-        cwd=str(path.parent),
-        progress_bar=False,
-        log_output=True,
-        extra_arguments=KERNEL_ARGUMENTS,
-    )
-    if not metrics_path.exists():
-        raise RuntimeError(f"{path.name} finished without writing its metrics to {metrics_path}")
-    out = [figures_dir.parents[1]] if figures_dir.parent.name == "figures" else []  # --out
-    executed = static_report(nbformat.read(runs_dir / path.name, as_version=4), ROOT, *out)
-    atomic_write_text(figures_dir / "notebooks" / path.name, nbformat.writes(executed))
-    return metrics_path
-
-
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-
-
-def static_report(nb: nbformat.NotebookNode, *roots: Path) -> nbformat.NotebookNode:
-    """An executed notebook as a static report: each progress-bar widget replaced by its final
-    state as text (``final_bar``; the widget's own text fallback is its first state, "0%"),
-    without the widget state (two thirds of the bytes of the executed notebooks at smoke), and
-    each absolute path in ``roots`` (the checkout, then a ``--out`` directory) written as ``..``,
-    as a default run's checkout reads from ``notebooks/``, where the notebooks run: the report
-    names no machine's directories (``figures_dir = "../figures/cpu"`` either way)."""
-    state = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            view = output.get("data", {}).pop(WIDGET_VIEW, None)
-            final = final_bar(state, view["model_id"]) if view else None
-            if final is not None:
-                output["data"]["text/plain"] = final
-    if not roots:
-        return nb
-    text = nbformat.writes(nb)  # paths hold no character that JSON escapes
-    for root in roots:
-        text = text.replace(f"{root}/", "../")
-    return nbformat.reads(text, as_version=4)
-
-
-def final_bar(state: dict[str, Any], model_id: str, width: int = 10) -> str | None:
-    """The text of a tqdm notebook bar (an HBox of HTML, FloatProgress, HTML) in the final state
-    the kernel saved, as tqdm prints it: ``"policies: 100%|##########| 3/3 [00:00<00:00]"``
-    with block characters; None if the widget is not such a bar or its state was not saved."""
-    children = state.get(model_id, {}).get("state", {}).get("children", [])
-    models = [state.get(c.removeprefix("IPY_MODEL_"), {}) for c in children]
-    if [m.get("model_name") for m in models] != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
-        return None
-    left, bar, right = (m["state"] for m in models)
-    done = (bar.get("value") or 0) / bar["max"] if bar.get("max") else 0.0
-    filled = round(width * min(max(done, 0.0), 1.0))
-    text = (
-        f"{left.get('value', '')}|{'█' * filled}{' ' * (width - filled)}|{right.get('value', '')}"
-    )
-    return html.unescape(text).replace("\u2007", " ")
-
-
-def _build(spec: PolicySpec) -> str:
-    build_policy(spec)
-    return f"policy {spec.family}-{spec.size}-{spec.sft_style}"
-
-
-def _prefixes(profile: Profile, seed: int, truncation: str, source: str) -> str:
-    prefix_train_set(profile, seed, truncation=truncation, source=source, progress=False)
-    return f"prefixes seed {seed}, {truncation} cut, {source} source"
-
-
-def _task(profile: Profile, task: jobs.Task) -> str:
-    jobs.run_task(profile, task)
-    return task.name()
-
-
-def _die_with_parent() -> None:
-    """In a worker: ask the kernel to kill it when its parent dies (Linux' PR_SET_PDEATHSIG), so
-    a ``kill -9`` of ``make reproduce`` leaves no worker behind; elsewhere a no-op."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent died before the request: go now
-        os._exit(1)
-
-
-def _one_thread(task: Callable[..., str], *args: Any) -> tuple[str, float, float]:
-    """Run one task on one torch thread: its name, wall seconds and CPU seconds."""
-    torch.set_num_threads(1)
-    start, cpu = time.perf_counter(), time.process_time()
-    name = task(*args)
-    return name, time.perf_counter() - start, time.process_time() - cpu
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    """``workers`` spawned processes that die with this one (``_die_with_parent``)."""
-    return ProcessPoolExecutor(
-        workers, mp_context=get_context("spawn"), initializer=_die_with_parent
-    )
-
-
-def _run_all(
-    stage: str,
-    tasks: list[tuple],
-    workers: int,
-    record: Callable[[dict], None] | None = None,
-    fits: Callable[[int], bool] | None = None,
-    keep_going: bool = False,
-) -> list[str]:
-    """Run ``(function, *args)`` tasks, ``workers`` processes at a time, in order; report each,
-    and ``record`` its wall and CPU seconds (``_record``). One thread per task, so the CPU seconds
-    are its wall time on a quiet machine, unlike wall time not stretched by other jobs or pauses.
-    ``fits(i)`` says whether task ``i`` may start now (``--budget``); one that may not is left
-    out. A task that fails raises its error, or with ``keep_going`` is reported and the others go
-    on. Returns the names of the tasks that failed."""
-    print(f"[psnlib] {stage}: {len(tasks)} task(s), {workers} worker(s)", flush=True)
-    failed: list[str] = []
-    pool = _pool(workers) if workers > 1 else None
-    waiting: list[int] = list(range(len(tasks)))
-    running: dict[Any, int] = {}
-    done = 0
-    try:
-        while waiting or running:
-            while waiting and len(running) < max(workers, 1):
-                i = waiting.pop(0)
-                if fits is not None and not fits(i):
-                    continue
-                if pool is None:
-                    running[_Now(tasks[i])] = i
-                else:
-                    running[pool.submit(_one_thread, *tasks[i])] = i
-            if not running:
-                break
-            finished = wait(running, return_when=FIRST_COMPLETED).done if pool else list(running)
-            for future in finished:
-                i, done = running.pop(future), done + 1
-                try:
-                    name, seconds, cpu = future.result()
-                except Exception as err:
-                    if not keep_going:
-                        raise
-                    failed.append(str(tasks[i][1:]))
-                    print(f"[psnlib]   {done}/{len(tasks)} FAILED {tasks[i][1:]}: {err!r}")
-                    continue
-                print(f"[psnlib]   {done}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
-                if record is not None:
-                    entry = {"stage": stage, "task": name, "workers": workers}
-                    record({**entry, "seconds": round(seconds), "cpu_seconds": round(cpu)})
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-    return failed
-
-
-class _Now:
-    """A task run here, now, with ``Future``'s ``result``: the one-worker path of ``_run_all``."""
-
-    def __init__(self, task: tuple) -> None:
-        try:
-            self._value, self._error = _one_thread(*task), None
-        except Exception as err:
-            self._value, self._error = None, err
-
-    def result(self) -> tuple[str, float, float]:
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def prepare(
-    profile: Profile,
-    workers: int,
-    record: Callable[[dict], None] | None = None,
-    deadline: float | None = None,
-) -> pd.DataFrame:
-    """Compute every task of the plan whose record is not done (``psnlib.replication.jobs``),
-    ``workers`` at a time, primary comparisons first: first the starting policies and prefix sets
-    that are neither committed nor cached, then the tasks. With ``deadline`` (a
-    ``time.monotonic()`` value) a task starts only if its estimated CPU seconds
-    (``jobs.estimate``; one thread each, so about its wall time) end before it. Returns the
-    plan's status after (``jobs.status``)."""
-    todo = [s for s in starting_points.policies(profile) if not policy_dir(s).exists()]
-    _run_all("policies", [(_build, spec) for spec in todo], workers, record)
-    prefix_tasks = [(_prefixes, profile, *key) for key in starting_points.prefix_sets(profile)]
-    _run_all("weak prefixes", prefix_tasks, workers, record)
-    plan = jobs.tasks(profile)
-    table = jobs.status(profile, plan)
-    costs = jobs.estimate(table)
-    left = [i for i in range(len(plan)) if table["state"].iloc[i] != "done"]
-
-    def fits(i: int) -> bool:
-        cost = costs.iloc[left[i]]
-        if deadline is None or cost != cost:  # no deadline, or nothing measured to go by
-            return deadline is None or time.monotonic() < deadline
-        if time.monotonic() + cost <= deadline:
-            return True
-        print(f"[psnlib]   not started: {plan[left[i]].name()} (about {cost:.0f} s)", flush=True)
-        return False
-
-    tasks = [(_task, profile, plan[i]) for i in left]
-    failed = _run_all("runs", tasks, workers, record, fits, keep_going=True)
-    if failed:
-        print(f"[psnlib] {len(failed)} task(s) failed; their records are not written", flush=True)
-    return jobs.status(profile, plan)
-
-
-def measured_compute(profile: Profile) -> pd.DataFrame:
-    """What each planned run cost, from its ledger record; nothing is trained or evaluated.
-
-    One row per task of the plan (``psnlib.replication.jobs.tasks``): run, policy, seed,
-    ``train_seconds`` (CPU seconds of its training, the trainer's ``step_cpu_time``; 0 for a base
-    policy) and ``eval_seconds`` (CPU seconds of its evaluations, premise and probes); NaN where its
-    record is not done. One thread each, so about its wall time on a quiet machine.
-    """
-    rows = []
-    for task in jobs.tasks(profile):
-        expected = task.expected(profile)
-        record = ledger.usable(expected)
-        cpu = record["cpu_seconds"] if record is not None else {}
-        row = {"run": expected.key, "policy": task.variant.label, "seed": task.seed}
-        train = cpu.get("train") if task.kind == "run" else 0.0 if record else None
-        evaluate = sum(cpu.values()) - cpu["train"] if record else None
-        rows.append(row | {"train_seconds": train, "eval_seconds": evaluate})
-    return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
 
 
 def package_versions() -> dict[str, str]:
@@ -409,6 +123,8 @@ def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
     ValueError names the first bad one, before any work."""
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
+    if args.executor == "local" and (args.runs is not None or args.no_wait):
+        raise ValueError("--runs and --no-wait need --executor slurm")
     if args.only is not None and not args.only:
         raise ValueError("--only needs at least one word (a part of a notebook's name)")
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
@@ -471,6 +187,40 @@ def status_report(profile: Profile, workers: int) -> str:
     return "\n".join(lines)
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` and the Slurm executor's flags (``psnlib.replication.slurm``)."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="where the tasks run: local worker processes, or a Slurm job array (submitit)",
+    )
+    group = parser.add_argument_group("slurm executor (--executor slurm; defaults per profile)")
+    group.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
+    group.add_argument("--time", type=int, help="time limit of each task, in minutes")
+    group.add_argument("--cpus-per-task", type=int, help="CPUs (and torch threads) per task")
+    group.add_argument("--mem-gb", type=float, help="memory per task, in GB")
+    group.add_argument("--gpus-per-task", type=int, help="GPUs per task")
+    group.add_argument("--array-parallelism", type=int, help="tasks of the array run at once")
+    group.add_argument("--slurm-config", type=Path, help="YAML file with the keys above")
+    group.add_argument("--no-wait", action="store_true", help="submit and return at once")
+    group.add_argument("--runs", nargs="+", help="only these run keys (default: every task)")
+
+
+def slurm_options(args: argparse.Namespace, profile: Profile) -> slurm.SlurmOptions:
+    """The Slurm executor's settings of a command line (``slurm.options``)."""
+    return slurm.options(
+        profile,
+        args.slurm_config,
+        partition=args.partition,
+        time=args.time,
+        cpus_per_task=args.cpus_per_task,
+        mem_gb=args.mem_gb,
+        gpus_per_task=args.gpus_per_task,
+        array_parallelism=args.array_parallelism,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Prepare, then run the notebooks (the module's docstring). A bad command line ends the
     program with one line, ``psnlib.replication.reproduce: error: ...``, before any work."""
@@ -503,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="copy the profile's built starting policies and prefix sets into results/start/",
     )
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
     try:
         settings, paths = check_arguments(args)
@@ -534,6 +285,9 @@ def _main(
     profile, fingerprint = settings.name, profile_fingerprint(settings)
     if args.status:
         print(status_report(settings, args.workers))
+        slurm_lines = slurm.report(settings, (args.out / "runs" / profile).resolve())
+        if slurm_lines is not None:  # a job array was submitted here: its jobs' states too
+            print(slurm_lines)
         return 0
     if args.rebuild:
         print(starting_points.rebuild(settings).to_string(index=False))
@@ -552,7 +306,32 @@ def _main(
     record = partial(_record, log)
     figures_dir.mkdir(parents=True, exist_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    if args.workers and not args.only:
+    if args.executor == "slurm" and not args.only:
+        try:
+            chosen = slurm_options(args, settings)
+            table = slurm.prepare(
+                settings,
+                chosen,
+                runs_dir,
+                partial(starting, settings, args.workers, record),
+                keys=args.runs,
+                block=not args.no_wait,
+            )
+        except ValueError as err:  # bad input: one line, before anything is submitted
+            sys.exit(f"psnlib.replication.reproduce: error: {err}")
+        if table is None:  # --no-wait: submitted (or reported); the records come later
+            return 0
+        left = table[table["state"] != "done"]
+        if len(left):
+            print(
+                f"[psnlib] {len(left)} of {len(table)} tasks have no record yet: the notebooks "
+                "run once every record is made (run it again to re-submit the missing ones)",
+                flush=True,
+            )
+            return 1
+        if args.runs is not None:  # a part of the plan: its records, no notebooks
+            return 0
+    elif args.workers and not args.only:
         start = time.perf_counter()
         table = prepare(settings, args.workers, record, deadline)
         record(

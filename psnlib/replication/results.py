@@ -18,11 +18,17 @@ difference ``ours - theirs`` with a 95% interval:
 The verdict (``psnlib.replication.verdicts``) follows from the interval: *reproduced*,
 *contradicted*, *smaller than reported*, *inconclusive*, or *exploratory* for one seed, against 0,
 an equivalence margin or a non-inferiority margin as the claim's direction says; beside it the
-minimum detectable effect at 80% power from the observed spread. A claim whose policies the
-profile does not train (a third base model where the profile has one other) gets the status
-``NOT_RUN`` and the reason, no numbers. ``psnlib.replication.results_text.results_markdown``
-renders the table and a discussion computed from it (nothing in it is written once for every
-profile); notebook 15 writes it to ``figures/<profile>/RESULTS.md``.
+minimum detectable effect at 80% power from the observed spread. Sizes are on this testbed's
+scale: *smaller than reported* is judged against the paper's effect scaled to the headroom where
+it is a pass@k with the paper's reference value (the raw effect otherwise), and a claim whose
+MDE is not below its effect of interest (that scaled effect, the size the claim states it must
+see where the paper gives none, or the margin) is *exploratory*, its interval shown. A claim's
+``exclude_seeds`` (at a profile, the seeds that framed it) are left out of its statistic. A claim
+whose policies the profile does not train (a third base model where the profile has one other)
+gets the status ``NOT_RUN`` and the reason, no numbers.
+``psnlib.replication.results_text.results_markdown`` renders the table and a discussion computed
+from it (nothing in it is written once for every profile); notebook 15 writes it to
+``figures/<profile>/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from psnlib.replication.results_text import (
 )
 from psnlib.replication.summaries import AVERAGE, with_average
 from psnlib.replication.verdicts import (
+    effect_of_interest,
     headroom_scaled,
     minimum_detectable_effect,
     paired_t_interval,
@@ -92,25 +99,55 @@ def _bootstrap(both: pd.DataFrame, seed: int = 0) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def on_this_scale(size: float | None, theirs: float, paper_theirs: float | None) -> float:
+    """A size the paper states in its points (an effect, or a claim's ``interest``) on this
+    testbed's scale: scaled to the headroom (``psnlib.replication.verdicts.headroom_scaled``)
+    where the claim carries the paper's reference value (a pass@k), as it is otherwise; NaN for
+    none."""
+    if size is None:
+        return float("nan")
+    if paper_theirs is None:
+        return float(size)
+    return headroom_scaled(size, theirs, paper_theirs)
+
+
 def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
     """The columns that follow from a claim's interval (``psnlib.replication.verdicts``): the
     claim's direction, the paper's effect (and, for a pass@k, scaled to this testbed's headroom),
     the margin (the statistic's unit: ``claim.margin`` x theirs' value; equivalence and
-    non-inferiority claims only), the minimum detectable effect at 80% power and the verdict;
-    for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a verdict."""
+    non-inferiority claims only), the effect of interest, the minimum detectable effect at 80%
+    power and the verdict; for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a
+    verdict.
+
+    Size on this testbed's scale: *smaller than reported* is judged against the scaled effect
+    where there is one (a pass@k with the paper's reference value), the raw effect otherwise.
+    Honest power: the effect of interest is that effect, or, where the paper reports none for the
+    comparison, ``claim.interest`` on the same scale, or the margin; where the MDE is not below it
+    the verdict is *exploratory*."""
     nan = float("nan")
     margin = claim.margin * abs(theirs) if claim.margin is not None and seeds else nan
     se = standard_error(lo, hi, seeds) if seeds > 1 else nan
+    mde = minimum_detectable_effect(se, seeds)
     scaled = nan
     if claim.effect is not None and claim.paper_theirs is not None and seeds:
         scaled = headroom_scaled(claim.effect, theirs, claim.paper_theirs)
-    word = verdict(lo, hi, claim.direction, seeds, margin=margin, effect=claim.effect)
+    size = on_this_scale(claim.effect, theirs, claim.paper_theirs)  # the size word's
+    wanted = (
+        size
+        if claim.effect is not None
+        else on_this_scale(claim.interest, theirs, claim.paper_theirs)
+    )  # what the seeds must see
+    interest = effect_of_interest(claim.direction, margin, wanted)
+    word = verdict(
+        lo, hi, claim.direction, seeds, margin=margin, effect=size, mde=mde, interest=interest
+    )
     return {
         "direction": claim.direction,
         "effect": nan if claim.effect is None else claim.effect,
         "effect_scaled": scaled,
         "margin": margin,
-        "mde": minimum_detectable_effect(se, seeds),
+        "interest": interest if seeds else nan,
+        "mde": mde,
         "verdict": word if seeds else NOT_RUN,
     }
 
@@ -182,7 +219,9 @@ def check_claim(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     stat = claim.statistic
-    measured = stat.seed_values(problems, logs, ours.label, theirs.label, profile)
+    measured = stat.seed_values(
+        problems, logs, ours.label, theirs.label, profile, claim.excluded(profile)
+    )
     values, both = measured.values, measured.paired
     d = (values["value_a"] - values["value_b"]).to_numpy()  # (seeds,), in the statistic's unit
     if measured.interval is not None:
@@ -196,10 +235,13 @@ def check_claim(
     seeds = len(d)
     theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
+    note = measured.note
+    if claim.excluded(profile):
+        left_out = ", ".join(map(str, claim.excluded(profile)))
+        framed = f"seeds that framed the claim left out: {left_out}"
+        note = f"{framed}; {note}" if note else framed
     return {
-        **_row(
-            claim, profile, ours.label, theirs.label, averaged or "training runs", measured.note
-        ),
+        **_row(claim, profile, ours.label, theirs.label, averaged or "training runs", note),
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean()),
         "value_theirs": theirs_value,

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from psnlib.io import atomic_write_text
-from psnlib.replication.claim import NOT_RUN
+from psnlib.replication.claim import EQUIVALENCE_SHARE, NOT_RUN
 from psnlib.replication.claim_stats import number
 from psnlib.replication.code_differences import CODE_DIFFERENCES, CodeDifference
 from psnlib.replication.profiles import Profile
@@ -139,16 +139,27 @@ order and evaluation streams; pass@K at equal pass@1: a jackknife over seeds tha
 each time); with one seed, a paired bootstrap over problems, which leaves out seed-to-seed spread.
 *Reproduced*: the paper's direction with the interval clear of 0; *contradicted*: the interval clear
 of 0 the other way; *smaller than reported*: the interval covers 0 but lies wholly below the paper's
-own difference, *paper effect* (the paper's size is excluded, its direction is not); *inconclusive*:
-anything else. Beside a pass@k effect, in brackets, the same effect scaled to this testbed's
-headroom: times (100 - theirs here) / (100 - theirs in the paper), since a difference in points has
-less room nearer 100. "About equal" claims are judged against the equivalence margin in their row:
-reproduced inside it, contradicted wholly outside. "Costs at most" claims are one-sided
-(non-inferiority): reproduced where the interval's lower end lies above minus the margin,
-contradicted where its upper end lies below it. One-seed rows are *exploratory*, never a verdict.
+own difference on this testbed's scale (the paper's size is excluded, its direction is not);
+*inconclusive*: anything else. Beside a pass@k effect, in brackets, the same effect scaled to this
+testbed's headroom: times (100 - theirs here) / (100 - theirs in the paper), since a difference in
+points has less room nearer 100; *smaller than reported* is judged against this scaled effect (an
+effect with no reference value of the paper's, as the paper gives it). Each arm carries the effect
+the paper reports for its own configuration; a configuration the paper gives no number for (the
+released code's Variant I) has no *paper effect* and no size word, only the direction words.
+"About equal" claims are judged against one margin rule, equal within ±{share:.2%} of theirs' value
+(half the smallest gain either paper reports for its method, relative to its reference: weak
+prefixes' +1.30 on 67.76): reproduced inside it, contradicted wholly outside. "Costs at most"
+claims are one-sided (non-inferiority) against the paper's stated cost: reproduced where the
+interval's lower end lies above minus the margin, contradicted where its upper end lies below it.
 *MDE*: the smallest difference that a paired t-test over these seeds detects with 80% power at the
-observed spread. A claim whose policies this profile does not train (e.g. a third base model) is
-listed as *{not_run}*, with the reason.
+observed spread. A verdict word is given only where the MDE is below the effect of interest: the
+scaled paper effect; where the paper reports no number for the comparison, the smallest gain it
+reports for its method over GRPO, scaled alike; the margin of an "about equal" or "costs at most"
+claim. Otherwise the row is *exploratory*, its interval shown, as are one-seed rows (never a
+verdict); counts, shares and entropies the papers give no size for keep their word. A claim framed
+after seeing a seed's result is tested on the other seeds (its row's note names those left out). A
+claim whose policies this profile does not train (e.g. a third base model) is listed as
+*{not_run}*, with the reason.
 """
 
 
@@ -165,27 +176,43 @@ def _where(size: float, lo: float, hi: float) -> str:
 
 def _size_text(r: Any) -> str:
     """What a claim's interval says of the paper's size, raw and scaled to the headroom, and the
-    seeds the paper's effect would need where the interval decides neither its sign nor size."""
+    seeds the paper's effect on this testbed's scale (the scaled one where there is one: the size
+    the verdict judges) would need where the interval decides neither its sign nor that size."""
     sizes = [("the paper's", r.effect)]
     scaled = getattr(r, "effect_scaled", float("nan"))
     if not np.isnan(scaled):
         sizes.append(("scaled to this headroom", scaled))
     said = [f"{name} {size:+.1f} is {_where(size, r.lo, r.hi)}" for name, size in sizes]
     text = "; " + ", ".join(said)
-    if r.lo > 0 or r.hi < 0 or r.hi < r.effect:  # decided: the sign, or the size excluded
+    judged = sizes[-1][1]  # the scaled effect where there is one
+    if r.lo > 0 or r.hi < 0 or r.hi < judged or not judged > 0:  # decided, or no size to see
         return text
     sd = standard_error(r.lo, r.hi, r.seeds) * np.sqrt(r.seeds)
-    need = seeds_needed(sd, r.effect) if sd > 0 else 2
+    need = seeds_needed(sd, judged) if sd > 0 else 2
+    which = "scaled effect" if len(sizes) > 1 else "effect"
     return (
         text
-        + "; the paper's effect would need "
+        + f"; the paper's {which} would need "
         + (f"about {need} seeds" if need else "more than 1000 seeds")
     )
 
 
+def _power_text(r: Any) -> str:
+    """The row's effect of interest beside its MDE, and that the row is exploratory where the
+    MDE is not below it; "" for a row without one."""
+    interest = getattr(r, "interest", float("nan"))
+    if not np.isfinite(interest):
+        return ""
+    text = f"; the effect of interest: {number(interest, r.unit)} {r.unit}"
+    if r.mde < interest:
+        return text
+    return text + ", which these seeds cannot see: *exploratory*, not a verdict"
+
+
 def discussion(table: pd.DataFrame) -> str:
     """What the claims table says, claim by claim, in words computed from its numbers: each
-    multi-seed claim's verdict, difference, MDE, its margin (equivalence or non-inferiority),
+    multi-seed claim's verdict, difference, MDE beside the effect of interest (where the MDE is
+    not below it the row is exploratory), its margin (equivalence or non-inferiority),
     whether the interval excludes the paper's effect (raw and scaled to the headroom) and,
     where it decides nothing, the seeds that would, and the row's note; the one-seed claims
     listed as exploratory, the claims without runs as not run."""
@@ -213,6 +240,7 @@ def discussion(table: pd.DataFrame) -> str:
             f"{diff} [{lo}, {hi}]. At this spread, {r.seeds} "
             f"seeds detect {number(r.mde, unit)} {unit} with 80% power"
         )
+        text += _power_text(r)
         if _margin_text(r):
             kind = "non-inferiority" if getattr(r, "direction", 0) == NONINFERIOR else "equivalence"
             text += f"; the {kind} margin: {_margin_text(r)}"
@@ -308,7 +336,7 @@ def results_markdown(
 ) -> str:
     """RESULTS.md: how it was made, the headline figure, the claims table, the paper against its
     released code (``code_differences_markdown``) and the run time (``timing_summary``, and
-    ``psnlib.replication.reproduce.measured_compute``'s table if given)."""
+    ``psnlib.replication.jobs.measured_compute``'s table if given)."""
     intro = INTRO.format(
         name=profile.name,
         steps=profile.rl_steps,
@@ -325,6 +353,7 @@ def results_markdown(
         ablation_seeds=_seeds_text(profile.ablation_seeds),
         ablation_benchmarks=", ".join(profile.ablation_benchmarks),
         not_run=NOT_RUN,
+        share=EQUIVALENCE_SHARE,
     )
     parts = [f"# Results at the `{profile.name}` profile", intro]
     if figure:
@@ -366,7 +395,7 @@ def _compute_text(compute: pd.DataFrame, timing: dict) -> str:
     done = compute.dropna()
     train, evaluate = done["train_seconds"].sum() / 3600, done["eval_seconds"].sum() / 3600
     return (
-        f"The run ledger's records (`psnlib.replication.reproduce.measured_compute`): {len(done)} "
+        f"The run ledger's records (`psnlib.replication.jobs.measured_compute`): {len(done)} "
         f"of {len(compute)} planned tasks finished, their training took {train:.2f} CPU hours and "
         f"their evaluations {evaluate:.2f}, each task on one thread (so about its wall time on a "
         f"quiet machine): "

@@ -9,8 +9,11 @@ Verdict words (``verdict``):
 - *reproduced*: the paper's direction, the interval clear of 0;
 - *contradicted*: the interval clear of 0 the other way;
 - *smaller than reported*: the interval covers 0 (an end on 0 covers it: ``[0, 0]``, identical
-  arms, is no verdict either way) but lies wholly below the paper's reported difference: the
-  paper's size is excluded, its direction is not refuted;
+  arms, is no verdict either way) but lies wholly below the paper's reported difference on this
+  testbed's scale: for a pass@k with the paper's reference value, the effect scaled to the
+  headroom (``headroom_scaled``; ``psnlib.replication.results.judgement`` passes it), else the
+  raw effect; the paper's size is excluded, its direction is not refuted. A claim whose paper
+  reports no number for its configuration gets no size word, only the direction words;
 - *inconclusive*: anything else;
 - "about equal" claims (direction ``EQUIVALENT``, 0) are judged against an equivalence margin
   ``m``, stated with the claim: *reproduced* when the interval lies inside ``[-m, m]``,
@@ -23,7 +26,14 @@ Verdict words (``verdict``):
 - an interval that could not be computed (an end NaN, e.g. a statistic that needs more seeds
   than the profile has, or infinite, an overflow) is *inconclusive*;
 - a claim measured on one seed is *exploratory*: its interval (a bootstrap over problems) leaves
-  out seed-to-seed spread, so it is never a verdict.
+  out seed-to-seed spread, so it is never a verdict;
+- honest power: a claim whose seeds cannot see its effect of interest is *exploratory* too, its
+  interval shown: a verdict word only where the minimum detectable effect (below) is under the
+  effect of interest (``effect_of_interest``: the margin of an "about equal" or "costs at most"
+  claim; for "ours ahead", the paper's effect on this testbed's scale, or, where the paper
+  reports none for the comparison, the size the claim states it must see). A claim with no effect
+  of interest (a count, a share or an entropy the papers give no size for) keeps its word, and so
+  does an "ours ahead" interval clear of 0: what the seeds did see needs no power to see it.
 
 Power (``minimum_detectable_effect``): the smallest true difference that a two-sided paired t-test
 at level 0.05 over ``n`` seeds detects with probability 0.8, from the observed ``se``. The test's
@@ -67,14 +77,24 @@ def verdict(
     seeds: int,
     margin: float | None = None,
     effect: float | None = None,
+    mde: float | None = None,
+    interest: float | None = None,
 ) -> str:
     """The verdict word of an interval ``[lo, hi]`` of ``ours - theirs`` (see the module doc).
 
     ``direction`` is ``SUPERIOR`` (1) when the paper finds ``ours`` ahead, ``EQUIVALENT`` (0) for
     "about equal", ``NONINFERIOR`` (-1) for "ours at most ``margin`` below theirs"; the last two
     need ``margin`` (>= 0, in the statistic's units). ``effect`` is the paper's reported
-    difference, where it gives one (then a ``SUPERIOR`` interval wholly below it that covers 0 is
-    *smaller than reported*)."""
+    difference on this testbed's scale (scaled to the headroom where it can be), where it gives
+    one: a ``SUPERIOR`` interval wholly below it that covers 0 is *smaller than reported*.
+
+    Honest power: given ``mde`` (``minimum_detectable_effect`` of the interval), a claim whose
+    ``mde`` is not below its effect of interest (``effect_of_interest(direction, margin,
+    interest if given else effect)``) is *exploratory*, unless it is a ``SUPERIOR`` claim whose
+    interval is clear of 0: a difference the seeds did see is *reproduced* or *contradicted*
+    whatever their power, while a word that reads an absence (*inconclusive*, *smaller than
+    reported*) or an equality needs the power to see the effect of interest. Without ``mde``, or
+    without an effect of interest, the word follows from the interval alone."""
     if direction not in DIRECTIONS:
         raise ValueError(
             f"direction must be 1 (ours ahead), 0 (about equal) or -1 (at most a margin below), "
@@ -88,6 +108,10 @@ def verdict(
         raise ValueError(f"{kind} claim needs a margin >= 0, got {margin}")
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return INCONCLUSIVE
+    seen = direction == SUPERIOR and (lo > 0 or hi < 0)  # needs no power to be seen
+    size = effect_of_interest(direction, margin, effect if interest is None else interest)
+    if mde is not None and not math.isnan(size) and not mde < size and not seen:
+        return EXPLORATORY  # the seeds cannot see the effect of interest
     if direction == EQUIVALENT:
         if -margin <= lo and hi <= margin:
             return REPRODUCED
@@ -103,6 +127,17 @@ def verdict(
     if effect is not None and effect > 0 and hi < effect:
         return SMALLER
     return INCONCLUSIVE
+
+
+def effect_of_interest(
+    direction: int, margin: float | None = None, effect: float | None = None
+) -> float:
+    """The effect a claim's seeds must be able to see for its verdict to be a word (module doc,
+    honest power): the ``margin`` of an ``EQUIVALENT`` or ``NONINFERIOR`` claim; for a
+    ``SUPERIOR`` claim ``effect`` (the paper's effect on this testbed's scale, or the size the
+    claim states it must see where the paper reports none); NaN where there is none."""
+    size = effect if direction == SUPERIOR else margin
+    return float("nan") if size is None else float(size)
 
 
 def headroom_scaled(effect: float, theirs_here: float, theirs_paper: float) -> float:
