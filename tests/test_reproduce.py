@@ -187,3 +187,32 @@ def test_run_notebook_is_quiet_and_publishes_no_machine_directory(tmp_path, capf
     report = (figures / "notebooks" / path.name).read_text()
     assert str(out) not in report and "../figures/smoke" in report
     assert "[IPKernelApp] WARNING" not in "".join(capfd.readouterr())
+
+
+def test_prepare_says_which_records_are_stale_and_why(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
+    smoke = get_profile("smoke")
+    task = jobs.tasks(smoke)[1]
+    stale = {"run": "0ld", "base": "0ld"}  # made by code that has changed since
+    record = {
+        "schema": ledger.SCHEMA,
+        "key": task.key(smoke),
+        "profile": "smoke",
+        "kind": task.kind,
+        "arm": task.variant.arm.name,
+        "seed": task.seed,
+        "settings": {},
+        "evaluation": {},
+        "start": {},
+        "weights": "",
+        "code": stale,
+        "log": {"columns": [], "data": []},
+        "benchmarks": {},
+        "machine": {},
+        "cpu_seconds": {},
+    }
+    ledger.write(record)
+    monkeypatch.setattr(pool, "run_all", lambda *args, **kwargs: [])
+    pool.prepare(smoke, 1)
+    out = capsys.readouterr().out
+    assert f"stale, computed again: {task.key(smoke)}: stale: the run code changed" in out

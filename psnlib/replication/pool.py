@@ -170,6 +170,8 @@ def prepare(
     table = jobs.status(profile, plan)
     costs = jobs.estimate(table)
     left = [i for i in range(len(plan)) if table["state"].iloc[i] != "done"]
+    for row in table[~table["state"].isin(["done", "missing"])].itertuples():
+        print(f"[psnlib]   {row.state}, computed again: {row.run}: {row.why}", flush=True)
 
     def fits(i: int) -> bool:
         cost = costs.iloc[left[i]]

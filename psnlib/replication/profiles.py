@@ -365,7 +365,9 @@ _GPU = Profile(
 # - length: 20 epochs, about 660 rollout batches in the released run (issue 20's audit; the
 #   file's row count is not checked here): max_steps = 660 x 64 / 3 = 14080 updates. TRL's
 #   max_steps counts updates, and rl_settings always sets it, so epochs are not a setting here.
-# - the entropy bonus (coefficient 0.001) has no TRL counterpart: left out.
+# - the entropy bonus (the launcher's coefficient 0.001): TRL has it (GRPOConfig.entropy_coef);
+#   this recipe leaves it out, so that GRPO and PSN here differ only by the noise, and the cpu
+#   profile measures the bonus as an exploration baseline instead (entropy_coefs, notebook 16).
 # - verl's dual-clip (clip_ratio_c = 3) for negative advantages: TRL clips one-sided (epsilon
 #   0.2, as verl's clip_ratio); TRL's `delta` is a different (two-sided) bound: left unset.
 #
