@@ -49,3 +49,26 @@ def test_a_damaged_committed_policy_is_named_not_removed(elsewhere, tmp_path, mo
         pretrain.build_policy(spec)
     assert (copy / pretrain.policy_name(spec)).is_dir()  # tracked in git: never deleted
     json.loads((copy / pretrain.FINGERPRINTS).read_text())  # the rest untouched
+
+
+def test_commit_then_rebuild_says_whether_the_fingerprints_match(tmp_path, monkeypatch, one_thread):
+    """``--commit-start`` copies the built policies with their fingerprints; ``--rebuild`` runs
+    their SFT again and sets the fingerprints side by side (smoke: seconds of SFT)."""
+    from psnlib.replication import prefixes
+
+    smoke = get_profile("smoke")
+    root = tmp_path / "start" / "policies"
+    for module in (pretrain, starting_points, prefixes):
+        monkeypatch.setattr(module, "committed_root", lambda: root)
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    starting_points.commit(smoke)
+    names = {pretrain.policy_name(spec) for spec in starting_points.policies(smoke)}
+    known = json.loads((root / pretrain.FINGERPRINTS).read_text())
+    assert set(known) == names and {p.name for p in root.iterdir() if p.is_dir()} == names
+    assert all(pretrain.committed_policy(spec) for spec in starting_points.policies(smoke))
+    table = starting_points.rebuild(smoke)
+    assert set(table["policy"]) == names and table["same"].all()  # this machine, this recipe
+    wrong = next(iter(names))
+    (root / pretrain.FINGERPRINTS).write_text(json.dumps(known | {wrong: "0" * 16}))
+    table = starting_points.rebuild(smoke).set_index("policy")
+    assert not table.loc[wrong, "same"] and table.drop(index=wrong)["same"].all()

@@ -58,6 +58,7 @@ from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from psnlib.io import (
@@ -278,6 +279,19 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ[name] = value
 
 
+def _not_done(table: pd.DataFrame, then: str) -> bool:
+    """Whether some task of ``table`` (``jobs.status``) has no usable record; if so, say how many
+    and ``then``, what to do: the notebooks run only once every record is made."""
+    left = int((table["state"] != "done").sum())
+    if left:
+        print(
+            f"[psnlib] {left} of {len(table)} tasks have no record yet: the notebooks run once "
+            f"every record is made ({then})",
+            flush=True,
+        )
+    return bool(left)
+
+
 def _main(
     args: argparse.Namespace, settings: Profile, paths: list[Path], deadline: float | None
 ) -> int:
@@ -321,13 +335,7 @@ def _main(
             sys.exit(f"psnlib.replication.reproduce: error: {err}")
         if table is None:  # --no-wait: submitted (or reported); the records come later
             return 0
-        left = table[table["state"] != "done"]
-        if len(left):
-            print(
-                f"[psnlib] {len(left)} of {len(table)} tasks have no record yet: the notebooks "
-                "run once every record is made (run it again to re-submit the missing ones)",
-                flush=True,
-            )
+        if _not_done(table, "run it again to re-submit the missing ones"):
             return 1
         if args.runs is not None:  # a part of the plan: its records, no notebooks
             return 0
@@ -341,13 +349,7 @@ def _main(
                 "seconds": round(time.perf_counter() - start),
             }
         )
-        left = table[table["state"] != "done"]
-        if len(left):
-            print(
-                f"[psnlib] {len(left)} of {len(table)} tasks have no record yet: the notebooks "
-                "run once every record is made (run it again to go on; --status shows them)",
-                flush=True,
-            )
+        if _not_done(table, "run it again to go on; --status shows them"):
             return 0 if deadline is not None else 1
     record_versions(figures_dir)
     for path in paths:
