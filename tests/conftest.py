@@ -14,6 +14,7 @@ from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication import cli, experiments, pretrain, reproduce, runs
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
 # Property tests in CI (CI=true) draw the same examples at every run, with no example database:
@@ -55,6 +56,13 @@ def own_ledger(tmp_path_factory) -> Iterator[None]:
         os.environ.pop("PSNLIB_RESULTS", None)
     else:
         os.environ["PSNLIB_RESULTS"] = before
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch) -> Path:
+    """A fresh, empty data directory (``PSNLIB_DATA``) for the test."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    return tmp_path / "data"
 
 
 @pytest.fixture
@@ -116,3 +124,29 @@ def tiny_trainer(
         processing_class=tokenizer,
         **extra,
     )
+
+
+def did_work(*args: Any, **kwargs: Any) -> None:
+    """A stand-in for an expensive step that a test of bad input must never reach."""
+    pytest.fail("did work before refusing the bad input")
+
+
+@pytest.fixture
+def no_work(tmp_path, monkeypatch) -> Path:
+    """A fresh data directory, and every expensive step fails the test if called: loading or
+    building a policy, the training set, training, evaluating, the reproduction's prepare
+    stage and notebooks, an experiment's runs."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    for module, name in [
+        (runs, "base_policy"),
+        (runs, "train_set"),
+        (cli, "load_policy"),
+        (cli, "evaluate_benchmarks"),
+        (pretrain, "build_policy"),
+        (runs, "fit"),
+        (reproduce, "prepare"),
+        (reproduce, "run_notebook"),
+        (experiments, "compare"),
+    ]:
+        monkeypatch.setattr(module, name, did_work)
+    return tmp_path

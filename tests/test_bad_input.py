@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
+from conftest import did_work
 from datasets import Dataset
 from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -38,20 +40,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 SMOKE_REWARD = task_reward(get_profile("smoke").rl_dataset).__qualname__
 
 
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
-    return tmp_path / "data"
-
-
-def fails(argv: list[str], message: str, capsys) -> None:
-    """``python -m psnlib ARGV`` ends with one line naming the problem, and prints nothing."""
+def fails(argv: list[str], message: str, capsys) -> str:
+    """``python -m psnlib ARGV`` ends with one line naming the problem, and prints nothing;
+    returns that line."""
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     text = exit_.value.code
     assert isinstance(text, str) and "\n" not in text, text
     assert text.startswith(f"psnlib {argv[0]}: error:") and re.search(message, text), text
     assert capsys.readouterr().out == ""
+    return text
 
 
 # ----------------------------------------------------------------------- run directories
@@ -267,31 +265,6 @@ def test_trl_checkpointing_default_is_kept_without_a_future_warning(tmp_path):
 # ------------------------------------------- bad input everywhere: one line, before any work
 
 
-def did_work(*args, **kwargs) -> None:
-    pytest.fail("did work before refusing the bad input")
-
-
-@pytest.fixture
-def no_work(tmp_path, monkeypatch):
-    """A fresh data directory, and every expensive step fails the test if called: loading or
-    building a policy, the training set, training, evaluating, the reproduction's prepare
-    stage and notebooks, an experiment's runs."""
-    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
-    for module, name in [
-        (runs, "base_policy"),
-        (runs, "train_set"),
-        (cli, "load_policy"),
-        (cli, "evaluate_benchmarks"),
-        (pretrain, "build_policy"),
-        (runs, "fit"),
-        (reproduce, "prepare"),
-        (reproduce, "run_notebook"),
-        (experiments, "compare"),
-    ]:
-        monkeypatch.setattr(module, name, did_work)
-    return tmp_path
-
-
 def one_line(error: BaseException | str) -> str:
     text = str(error)
     assert "\n" not in text, text
@@ -398,6 +371,21 @@ def test_a_missing_local_model_is_not_taken_for_a_hub_id(no_work, monkeypatch, c
     fails([*argv[:-1], str(a_file(no_work))], r"a_file': no such model directory", capsys)
 
 
+def fake_hub(state: str) -> Callable[[str], None]:
+    """A stand-in for a question to the hub (``model_checks.ask_hub``, ``ask_hub_data_set``) in
+    ``state``: "offline" (asking fails the test), "unreachable" or "not found"."""
+
+    def ask(name: str) -> None:
+        if state == "offline":
+            pytest.fail("asked the hub in offline mode")
+        if state == "unreachable":
+            raise ConnectionError("Name or service not known")
+        response = SimpleNamespace(headers={}, request=None)
+        raise RepositoryNotFoundError("404 Repository Not Found", response=response)
+
+    return ask
+
+
 @pytest.mark.parametrize(
     ("hub", "message"),
     [
@@ -415,15 +403,7 @@ def test_a_missing_local_model_is_not_taken_for_a_hub_id(no_work, monkeypatch, c
     ],
 )
 def test_a_hub_id_that_cannot_be_loaded_fails_at_once(hub, message, no_work, monkeypatch, capsys):
-    def ask(name: str) -> None:
-        if hub == "offline":
-            pytest.fail("asked the hub in offline mode")
-        if hub == "unreachable":
-            raise ConnectionError("Name or service not known")
-        response = SimpleNamespace(headers={}, request=None)
-        raise RepositoryNotFoundError("404 Repository Not Found", response=response)
-
-    monkeypatch.setattr(model_checks, "ask_hub", ask)
+    monkeypatch.setattr(model_checks, "ask_hub", fake_hub(hub))
     if hub == "offline":
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import datasets
 import pytest
 import torch
-from huggingface_hub.errors import RepositoryNotFoundError
+from test_bad_input import fails, fake_hub
 from transformers.integrations import get_available_reporting_integrations
 
 from psnlib import io as psnlib_io
@@ -31,41 +31,6 @@ from psnlib.replication import cli, model_checks, pretrain, runs, store
 from psnlib.replication.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
-def fails(argv: list[str], message: str, capsys) -> str:
-    """``python -m psnlib ARGV`` ends with one line naming the problem; returns it."""
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    text = exit_.value.code
-    assert isinstance(text, str) and "\n" not in text, text
-    assert text.startswith(f"psnlib {argv[0]}: error:") and re.search(message, text), text
-    return text
-
-
-def did_work(*args, **kwargs) -> None:
-    pytest.fail("did work before refusing the bad input")
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    """A fresh data directory."""
-    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def no_work(data, monkeypatch):
-    """Loading or building a policy, the training set, and evaluating fail the test."""
-    for module, name in [
-        (runs, "base_policy"),
-        (runs, "train_set"),
-        (cli, "load_policy"),
-        (cli, "evaluate_benchmarks"),
-        (pretrain, "build_policy"),
-    ]:
-        monkeypatch.setattr(module, name, did_work)
-    return data.parent
 
 
 @pytest.fixture(scope="module")
@@ -256,16 +221,7 @@ def test_a_real_data_set_that_cannot_be_loaded_fails_at_once(
 ):
     """Where ``datasets`` would retry for a minute, after the policy is loaded, and end in a
     ConnectionError traceback."""
-
-    def ask(hub_id: str) -> None:
-        if state == "offline":
-            pytest.fail("asked the hub in offline mode")
-        if state == "unreachable":
-            raise ConnectionError("Name or service not known")
-        response = SimpleNamespace(headers={}, request=None)
-        raise RepositoryNotFoundError("404 Repository Not Found", response=response)
-
-    hub.setattr(model_checks, "ask_hub_data_set", ask, raising=False)
+    hub.setattr(model_checks, "ask_hub_data_set", fake_hub(state), raising=False)
     if state == "offline":
         hub.setenv("HF_HUB_OFFLINE", "1")
     message = {
