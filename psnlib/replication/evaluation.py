@@ -103,6 +103,35 @@ def evaluate_at_profile(
     )
 
 
+def evaluate_parts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    profile: Profile,
+    benchmarks: tuple[str, ...] | None = None,
+    *,
+    run_key: str,
+    seed: int = 0,
+    progress: bool = True,
+    engine: Any = None,
+) -> dict[str, dict[str, pd.DataFrame]]:
+    """``evaluate_benchmarks``'s tables as they are stored, one part per benchmark:
+    ``{benchmark: {"problems": ..., "curves": ...}}`` (what a ledger record keeps)."""
+    config = eval_config(model, profile, run_key, seed, engine)
+    store = ResultStore.for_run(profile.name, run_key, config)
+
+    def compute(benchmark: str) -> dict[str, pd.DataFrame]:
+        start = time.perf_counter()
+        problems, curve = evaluate_at_profile(
+            model, tokenizer, profile, benchmark, seed, progress, engine
+        )
+        return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
+
+    return {
+        benchmark: store.cached(benchmark, lambda b=benchmark: compute(b), required=PART_TABLES)
+        for benchmark in benchmarks or profile.benchmarks
+    }
+
+
 def evaluate_benchmarks(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -117,27 +146,23 @@ def evaluate_benchmarks(
     """Evaluate a policy on benchmarks (default: the profile's) at the profile's scale.
 
     ``run_key`` names the policy (e.g. ``"base"`` or a run's directory name); results go to
-    ``data/results/<profile>/<run_key>-<hash>/``, one part per benchmark, and finished parts are
-    loaded, not recomputed. The hash covers ``eval_config`` (a fingerprint of the weights
-    included), not the benchmark list, so adding a benchmark reuses the others.
+    ``data/results/<profile>/<run_key>-<hash>/``, one part per benchmark (``evaluate_parts``),
+    and finished parts are loaded, not recomputed. The hash covers ``eval_config`` (a fingerprint
+    of the weights included), not the benchmark list, so adding a benchmark reuses the others.
 
     ``engine`` (a ``vllm.LLM`` of the same weights) samples instead of the psnlib decoder.
 
     Returns ``{"problems": run x benchmark x problem, "curves": run x benchmark x k}``, with
     columns run, seed, benchmark first, and ``seconds`` per benchmark in ``curves``.
     """
-    config = eval_config(model, profile, run_key, seed, engine)
-    store = ResultStore.for_run(profile.name, run_key, config)
-
-    def compute(benchmark: str) -> dict[str, pd.DataFrame]:
-        start = time.perf_counter()
-        problems, curve = evaluate_at_profile(
-            model, tokenizer, profile, benchmark, seed, progress, engine
-        )
-        return {"problems": problems, "curves": curve.assign(seconds=time.perf_counter() - start)}
-
-    parts = {
-        benchmark: store.cached(benchmark, lambda b=benchmark: compute(b), required=PART_TABLES)
-        for benchmark in benchmarks or profile.benchmarks
-    }
+    parts = evaluate_parts(
+        model,
+        tokenizer,
+        profile,
+        benchmarks,
+        run_key=run_key,
+        seed=seed,
+        progress=progress,
+        engine=engine,
+    )
     return labelled(parts, run_key, seed)

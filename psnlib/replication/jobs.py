@@ -21,7 +21,7 @@ import pandas as pd
 
 from psnlib.replication import ledger
 from psnlib.replication.codeversion import code_version
-from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks
+from psnlib.replication.evaluation import eval_settings, evaluate_parts
 from psnlib.replication.experiments import GRPO, PLANS, planned_work
 from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
@@ -125,19 +125,10 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
     if "step_cpu_time" in log:  # the trainer's own measure, whichever sitting trained it
         trained = float(log["step_cpu_time"].sum())
     cpu = time.process_time()
-    tables = evaluate_benchmarks(
+    parts = evaluate_parts(
         model, tokenizer, p, task.benchmarks, run_key=key, seed=EVAL_SEED, progress=False
     )
     evaluated = time.process_time() - cpu
-    parts = {
-        b: {
-            name: tables[name][tables[name]["benchmark"] == b]
-            .drop(columns=["run", "seed", "benchmark"])
-            .reset_index(drop=True)
-            for name in ("problems", "curves")
-        }
-        for b in task.benchmarks
-    }
     kinds = [task.kind]
     record: dict[str, Any] = {}
     cpu = time.process_time()
@@ -156,8 +147,8 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
         )
     probed = time.process_time() - cpu
     start, _, _ = base_policy(p)
-    v = task.variant
-    settings = {} if task.kind == "base" else v.run(profile, task.seed).settings()
+    run = None if task.kind == "base" else task.variant.run(profile, task.seed)
+    settings = {} if run is None else run.settings()
     record |= {
         "schema": ledger.SCHEMA,
         "key": key,

@@ -74,7 +74,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 # The columns a benchmark's tables must have for the analysis to read them: as in the store.
 TABLE_COLUMNS = PART_TABLES
-PREMISE_PARTS = ("noise", "match", "temperature")
+PREMISE_PARTS = ("noise", "match", "temperature")  # premise.PARTS: its stored steps, in order
 
 
 def results_root() -> Path:
@@ -103,6 +103,11 @@ def json_table(stored: dict[str, list]) -> pd.DataFrame:
     return pd.DataFrame(stored["data"], columns=stored["columns"])
 
 
+def package_versions() -> dict[str, str]:
+    """Python's version and those of the packages whose arithmetic the results depend on."""
+    return {"python": platform.python_version(), **{name: version(name) for name in PACKAGES}}
+
+
 def machine() -> dict[str, Any]:
     """The CPU model, the torch threads and the package versions of this process."""
     cpu = platform.processor() or platform.machine()
@@ -111,8 +116,7 @@ def machine() -> dict[str, Any]:
             cpu = next((line.split(":", 1)[1].strip() for line in f if "model name" in line), cpu)
     except OSError:
         pass
-    packages = {"python": platform.python_version(), **{n: version(n) for n in PACKAGES}}
-    return {"cpu": cpu, "threads": torch.get_num_threads(), "packages": packages}
+    return {"cpu": cpu, "threads": torch.get_num_threads(), "packages": package_versions()}
 
 
 def _is_table(value: Any) -> bool:

@@ -85,7 +85,7 @@ SAMPLING_NOISE = Variant("GRPO, sampled under noise", arms.GRPO)
 MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", arms.GRPO)
 
 VERSION = 1  # bump when stored premise results change
-PARTS = ("noise", "match", "temperature")  # the stored steps of one checkpoint, in order
+PARTS = ledger.PREMISE_PARTS  # the stored steps of one checkpoint, in order
 TIME = ("seconds", "cpu_seconds")
 # What each stored part must hold (``ResultStore.load``'s ``required``): one that parses but
 # lacks a table, a column or rows is named and computed again.

@@ -215,11 +215,7 @@ CALIBRATION_RMS = (0.12, 0.24, 0.36)  # the sigmas it measures, as fractions of 
 def base_temperatures(profile: Profile) -> pd.DataFrame:
     """pass@1 of the base policy on the main benchmark at the profile's evaluation temperature
     and the papers' (``PAPER_TEMPERATURES``): ``premise_sampling.pass1_at_temperatures``."""
-    recorded = _recorded(profile, "temperatures")
-    if recorded is not None:
-        return recorded["pass1"]
-    model, tokenizer, _ = base_policy(profile)
-    return _temperatures(profile, model, tokenizer)["pass1"]
+    return _probe(profile, "temperatures")["pass1"]
 
 
 def _temperatures(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
@@ -235,12 +231,7 @@ def calibration(profile: Profile, seed: int | None = None) -> dict[str, pd.DataF
     (default: the first main seed), measured at ``CALIBRATION_RMS`` x its MLP weight RMS on up to
     64 problems of the main benchmark (``calibrate.calibrate_sigma``): ``points`` (per sigma) and
     ``fit`` (one row: weight_rms, c, b, sigma, sigma_over_rms of ``KL = c sigma^b``)."""
-    seed = probe_seed(profile) if seed is None else seed
-    recorded = _recorded(profile, "calibration") if seed == probe_seed(profile) else None
-    if recorded is not None:
-        return recorded
-    model, tokenizer, _ = load_variant(profile, GRPO, seed)
-    return _calibration(profile, model, tokenizer)
+    return _probe(profile, "calibration", seed)
 
 
 def _calibration(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
@@ -289,10 +280,17 @@ def _recorded(
     """Probe ``name``'s tables from the ledger record of ``variant``'s task (default: the
     probe's first), or None where none is usable."""
     variant = variant or PROBES[name].variants[0]
-    if variant.run_key(profile, probe_seed(profile)) not in {
-        v.run_key(profile, probe_seed(profile)) for v in PROBES[name].variants
-    }:
-        return None
     expected = expectation(profile, variant, probe_seed(profile), (), probes=(name,))
     record = ledger.usable(expected)
     return ledger.probe_tables(record, name) if record is not None else None
+
+
+def _probe(profile: Profile, name: str, seed: int | None = None) -> dict[str, pd.DataFrame]:
+    """Probe ``name``'s tables for its first policy at ``seed`` (default: the first main seed):
+    read from its task's ledger record where one holds them, else computed on the policy."""
+    probe, seed = PROBES[name], probe_seed(profile) if seed is None else seed
+    recorded = _recorded(profile, name) if seed == probe_seed(profile) else None
+    if recorded is not None:
+        return recorded
+    model, tokenizer, _ = load_variant(profile, probe.variants[0], seed)
+    return probe.compute(profile, model, tokenizer)

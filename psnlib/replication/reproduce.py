@@ -50,12 +50,10 @@ import datetime
 import hashlib
 import math
 import os
-import platform
 import sys
 import time
 import warnings
 from functools import partial
-from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
@@ -78,21 +76,15 @@ from psnlib.replication.paths import figures_dir as default_figures
 from psnlib.replication.pool import prepare, starting
 from psnlib.replication.profiles import PROFILES, Profile, get_profile
 
-PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
-
-
-def package_versions() -> dict[str, str]:
-    """Python's version and those of the packages whose arithmetic the figures depend on."""
-    return {"python": platform.python_version(), **{name: version(name) for name in PACKAGES}}
 
 
 def record_versions(figures_dir: Path) -> None:
     """Write ``versions.json`` beside a profile's figures; warn if the figures already there
     were made with other versions (a notebook run now may then differ in its last digits)."""
     path = figures_dir / VERSIONS_FILE
-    now, before = package_versions(), read_json(path, "versions record")
+    now, before = ledger.package_versions(), read_json(path, "versions record")
     if isinstance(before, dict) and before != now:
         changed = {k: f"{before.get(k)} -> {v}" for k, v in now.items() if before.get(k) != v}
         warnings.warn(

@@ -264,13 +264,9 @@ def last_error(path: Path) -> str:
 def progress(profile: Profile, state: dict) -> pd.DataFrame:
     """One row per task of the array in ``state``: run, job (``<array>_<index>``), ``state``
     (done, running, pending, failed), log (its error log) and ``error`` (its last error line)."""
-    queue = _queue(state["array"])
-    usable = {
-        row.run: row.state
-        for row in jobs.status(
-            profile, [t for t in jobs.tasks(profile) if t.key(profile) in set(state["keys"])]
-        ).itertuples()
-    }
+    queue, keys = _queue(state["array"]), set(state["keys"])
+    plan = [task for task in jobs.tasks(profile) if task.key(profile) in keys]
+    usable = {row.run: row.state for row in jobs.status(profile, plan).itertuples()}
     rows = []
     for key, job, where in zip(state["keys"], state["jobs"], state["logs"], strict=True):
         log = Path(where)
@@ -361,7 +357,7 @@ def prepare(
     (``jobs.status``); without, return None once submitted. An array of this profile still in
     the queue is reported (and waited for), not submitted again. Bad input: a ValueError."""
     check_cluster(chosen)
-    plan = jobs.tasks(profile)
+    plan = everything = jobs.tasks(profile)
     if keys is not None:
         known = {task.key(profile) for task in plan}
         unknown = [key for key in keys if key not in known]
@@ -383,7 +379,7 @@ def prepare(
             return None
         wait(profile, running, poll)
         return jobs.status(profile, plan)
-    whole = jobs.status(profile)  # the costs are measured on the whole plan's records
+    whole = jobs.status(profile, everything)  # costs are measured on the whole plan's records
     whole["estimate"] = jobs.estimate(whole)
     wanted = {task.key(profile) for task in plan}
     left = whole[(whole["state"] != "done") & whole["run"].isin(wanted)]
