@@ -18,6 +18,10 @@ PSN-RLVR samples rollouts from a "temporary parameter brain" ``W~ = W + sigma * 
   authors' released code). ``prompt``: one per prompt group. ``rollout``: rollout k of every group
   gets sample k, so a group of G rollouts sees G different brains (the paper's per-trajectory
   reading).
+- ``replicas``: R, in step scope only: the step's prompt groups are cut into R contiguous slices of
+  near-equal size, slice r sampled under its own draw ``(seed, step, index r, name)``, as the
+  released code samples on R rollout replicas (vLLM engines), each with its own draw. R = 1 (the
+  default) is one draw, index 0, for the whole step.
 - Noise is a pure function of ``(seed, step, index, parameter name)`` (plus the device type, whose
   generator draws it): it is reproducible and identical across processes.
 
@@ -61,6 +65,21 @@ def check_sigma(sigma: float) -> float:
     return float(sigma)
 
 
+def check_replicas(replicas: int, scope: str, name: str = "replicas") -> int:
+    """Return ``replicas`` if it is an integer >= 1, and 1 where ``scope`` is not 'step'; else
+    raise a ValueError naming ``name``, the value and what is allowed."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(
+            f"{name} must be an integer >= 1 (independent noise draws per step), got {replicas!r}"
+        )
+    if replicas > 1 and scope != "step":
+        raise ValueError(
+            f"{name}={replicas} needs noise scope 'step' (one draw per slice of the step's "
+            f"prompts), got scope {scope!r}; allowed: {name}=1 with scope 'prompt' or 'rollout'"
+        )
+    return replicas
+
+
 @dataclass(frozen=True)
 class NoiseConfig:
     """What to perturb and how: ``W~ = W + sigma * eps`` (sigma times the RMS if ``relative``)."""
@@ -70,11 +89,13 @@ class NoiseConfig:
     scope: str = "step"
     relative: bool = False
     seed: int = 0
+    replicas: int = 1  # step scope: independent draws, one per contiguous slice of the prompts
 
     def __post_init__(self) -> None:
         check_sigma(self.sigma)
         if self.scope not in SCOPES:
             raise ValueError(f"unknown noise scope {self.scope!r}; allowed: {', '.join(SCOPES)}")
+        check_replicas(self.replicas, self.scope)
         targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
         if not targets:
             raise ValueError(f"targets must name at least one site ({', '.join(SITES)}) or regex")
@@ -148,17 +169,27 @@ def draw_noise(
     return (sigma * eps).to(param.dtype)
 
 
-def noise_indices(num_prompts: int, num_generations: int, scope: str) -> torch.Tensor:
+def noise_indices(
+    num_prompts: int, num_generations: int, scope: str, replicas: int = 1
+) -> torch.Tensor:
     """Noise index of each rollout of a prompt-major batch (row r = prompt r // G, sample r % G).
 
-    ``step``: all 0; ``prompt``: the prompt number; ``rollout``: the sample number within its group.
+    ``step``: the replica of the row's prompt p, ``p * R // P`` (R contiguous slices of whole
+    groups, of near-equal size; R = 1: all 0); ``prompt``: the prompt number; ``rollout``: the
+    sample number within its group.
     """
     if scope not in SCOPES:
         raise ValueError(f"unknown noise scope {scope!r}; allowed: {', '.join(SCOPES)}")
+    check_replicas(replicas, scope)
+    if replicas > max(num_prompts, 1):
+        raise ValueError(
+            f"replicas={replicas} exceeds the {num_prompts} prompts of the step; allowed: "
+            f"1..{num_prompts} (each replica samples at least one prompt group)"
+        )
     rows = torch.arange(num_prompts * num_generations)  # (P * G,)
     if scope == "step":
-        return torch.zeros_like(rows)
-    return rows // num_generations if scope == "prompt" else rows % num_generations
+        return (rows // num_generations) * replicas // num_prompts  # (P * G,)
+    return rows // num_generations if scope == "prompt" else rows % num_generations  # (P * G,)
 
 
 @contextmanager

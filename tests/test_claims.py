@@ -303,29 +303,40 @@ def test_every_claim_of_the_issue_has_a_row():
         "PSN responses are more diverse",
         "Weak prefixes mitigate entropy collapse",
         "The weak-prefix gain grows with k",
-        "Without TIS, PSN falls below GRPO",
         "Variant I (KL target) raises pass@256",
         "Weak prefixes keep pass@1 about equal",
         "PSN fixed transfers out of distribution",
         # issue 31
-        "The released code's PSN raises pass@256",
         "Per-step MLP noise raises pass@256",
         "Per-step noise beats per-rollout noise",
         "Every parameter and Variant I add to per-step noise",
         "Variant II beats Variant I",
         "Noise beats temperature at equal pass@1",
+        # issue 41: the released fixed configuration, the TIS three-way, the chain's new links
+        "The released code's Variant I beats its fixed sigma",
+        "PSN without TIS raises pass@256",
+        "TIS is needed",
+        "Every parameter adds to per-step noise",
+        "Per-replica draws add to the released fixed noise",
         *(
-            f"{arm} beats {baseline}"
-            for arm in ("PSN fixed", "The released code's PSN")
-            for baseline in (
-                "a raised rollout temperature",
-                "the first entropy bonus",
-                "the second entropy bonus",
+            f"{arm} beats {baseline}{joint}"
+            for arm in (
+                "PSN fixed",
+                "The released code's fixed PSN",
+                "The released code's adaptive PSN",
             )
+            for baseline in ("a raised rollout temperature", "the entropy bonus")
+            for joint in ("", " at equal pass@1")
         ),
         *(
-            f"{arm} raises pass@256 at equal pass@1"
-            for arm in ("PSN", "Adaptive PSN", "The released code's PSN")
+            f"{arm} raises pass@256{joint}"
+            for arm in (
+                "PSN",
+                "Adaptive PSN",
+                "The released code's fixed PSN",
+                "The released code's adaptive PSN",
+            )
+            for joint in ("", " at equal pass@1")
         ),
     }
     assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))

@@ -1,6 +1,7 @@
-"""Issue 31's claims: pass@K at equal pass@1 (the distance from GRPO's frontier) on hand-made
-numbers whose answer is known, the released code's PSN and its ablation, the exploration
-baselines picked at each profile, the premise, and the weak-prefix pass@1 margin."""
+"""Issue 31's and 41's claims: pass@K at equal pass@1 (the distance from GRPO's frontier) on
+hand-made numbers whose answer is known, the released code's two configurations and its ablation
+chain, the TIS three-way, the exploration baselines picked at each profile, the premise, the
+weak-prefix pass@1 margin, and the paper-vs-released-code table."""
 
 import math
 
@@ -12,6 +13,7 @@ from scipy import stats
 from psnlib.replication.claim import EQUIVALENCE_SHARE, NotRun
 from psnlib.replication.claim_stats import (
     PASS_AT_EQUAL_PASS_1,
+    PASS_AT_MAX,
     frontier_differences,
     frontier_interval,
     frontier_slope,
@@ -21,10 +23,13 @@ from psnlib.replication.experiments import (
     GRPO,
     PSN,
     PSN_DIV,
+    PSN_NO_TIS,
     PSN_RELEASED,
+    PSN_RELEASED_FIXED,
     PSN_STEP,
     benchmarks_of,
     entropy_bonus,
+    released_replicas,
     rollout_temperature,
 )
 from psnlib.replication.profiles import get_profile
@@ -153,7 +158,8 @@ def test_a_claim_at_equal_pass1_from_the_problems_table():
 PLAIN = (
     "PSN raises pass@256",
     "Adaptive PSN raises pass@256",
-    "The released code's PSN raises pass@256",
+    "The released code's fixed PSN raises pass@256",
+    "The released code's adaptive PSN raises pass@256",
 )
 
 
@@ -179,11 +185,41 @@ def test_every_psn_arm_has_the_joint_claim_beside_the_plain_one():
         # the paper's effect, or (a configuration it reports none for) a size to see
         assert (joint.effect is None) != (joint.interest is None) and joint.paper_theirs
     arms = [BY_NAME[f"{p} at equal pass@1"].ours for p in PLAIN]
-    assert arms == [PSN, PSN_DIV, PSN_RELEASED]  # every PSN arm of the main comparisons
+    # every PSN arm of the main comparisons
+    assert arms == [PSN, PSN_DIV, PSN_RELEASED_FIXED, PSN_RELEASED]
 
 
-def test_the_released_codes_rows_and_its_ablation():
-    released = BY_NAME["The released code's PSN raises pass@256"]
+def _judged(name, seeds, lo, hi, theirs=88.3):
+    """``judge`` of one hand-made row of claim ``name``: the interval [lo, hi] over ``seeds``
+    seeds at theirs' value ``theirs``."""
+    row = dict(claim=name, seeds=seeds, lo=lo, hi=hi, diff=(lo + hi) / 2, value_theirs=theirs)
+    row |= dict(value_ours=theirs + (lo + hi) / 2, statistic="pass@256", unit="points")
+    return judge(pd.DataFrame([row | dict(notebook="", ours="A", theirs="B", paper="p")])).iloc[0]
+
+
+SCALED_FIXED_GAIN = (76.94 - 74.7) * (100 - 88.3) / (100 - 74.7)  # +1.04 at GRPO's 88.3
+
+
+def test_the_released_fixed_configuration_carries_the_papers_fixed_gain():
+    """Issue 41 item 2: the released launcher's default (per step, every parameter, sigma fixed)
+    is the configuration most likely behind "PSN fixed + TIS 76.94": its rows carry +2.24 on 74.7,
+    and a powered interval wholly below that gain scaled here reads *smaller than reported*."""
+    for name in PLAIN[2:3] + (f"{PLAIN[2]} at equal pass@1",):
+        claim = BY_NAME[name]
+        assert claim.effect == pytest.approx(76.94 - 74.7) and claim.paper_theirs == 74.7
+        assert claim.interest is None and "76.94" in claim.paper
+        assert claim.sides(CPU) == (PSN_RELEASED_FIXED, GRPO)
+        assert claim.experiment.__name__ == "released_code" and claim.excluded(CPU) == ()
+        assert claim.experiment(CPU).seeds == tuple(range(16))
+    row = _judged(PLAIN[2], 16, -0.3, 0.4)  # below +1.04, 16 seeds that can see it
+    assert row["effect"] == pytest.approx(76.94 - 74.7)
+    assert row["effect_scaled"] == pytest.approx(SCALED_FIXED_GAIN)
+    assert row["verdict"] == "smaller than reported"
+    assert _judged(PLAIN[2], 16, 0.2, 1.9)["verdict"] == "reproduced"
+
+
+def test_the_released_adaptive_rows_and_the_released_scheduler_alone():
+    released = BY_NAME["The released code's adaptive PSN raises pass@256"]
     assert (released.ours, released.theirs, released.experiment.__name__) == (
         PSN_RELEASED,
         GRPO,
@@ -194,45 +230,130 @@ def test_the_released_codes_rows_and_its_ablation():
     assert released.effect is None and released.paper_theirs == 74.7
     assert released.interest == pytest.approx(76.94 - 74.7)
     assert "does not implement" in released.paper and "Variant I" in released.paper
-    pairs = {
-        "Per-step MLP noise raises pass@256": (PSN_STEP, GRPO),
-        "Per-step noise beats per-rollout noise": (PSN_STEP, PSN),
-        "Every parameter and Variant I add to per-step noise": (PSN_RELEASED, PSN_STEP),
-    }
-    for name, sides in pairs.items():
-        claim = BY_NAME[name]
-        assert (claim.ours, claim.theirs) == sides and claim.experiment.__name__ == (
-            "released_code_ablation"
-        )
-        assert claim.sides(CPU) == sides
-        assert claim.excluded(CPU) == (0,)  # framed on the first cpu round's seed 0
-    # the sigma sweep's per-rollout vs per-step row was these very runs, the other way round
-    assert "Per-rollout noise beats per-step noise" not in BY_NAME
+    scheduler = BY_NAME["The released code's Variant I beats its fixed sigma"]
+    assert scheduler.sides(CPU) == (PSN_RELEASED, PSN_RELEASED_FIXED)
+    assert scheduler.effect is None and scheduler.interest == pytest.approx(76.94 - 74.7)
     # a released-code row at GRPO's 88.3 here, wholly below Variant II's +4.8 (+2.2 at this
     # headroom) and the fixed +2.24 (+1.0): no size word, only the direction words (this row
     # read *smaller than reported* against Variant II's +4.8 before)
-    row = dict(claim=released.name, seeds=16, lo=-0.3, hi=0.4, diff=0.05, value_theirs=88.3)
-    row |= dict(value_ours=88.35, statistic="pass@256", unit="points", notebook="", ours="A")
-    judged = judge(pd.DataFrame([row | dict(theirs="B", paper="p")]))
-    assert np.isnan(judged["effect_scaled"].iloc[0]) and np.isnan(judged["effect"].iloc[0])
-    assert judged["interest"].iloc[0] == pytest.approx((76.94 - 74.7) * 11.7 / 25.3)
-    assert judged["verdict"].iloc[0] == "inconclusive"
+    judged = _judged(released.name, 16, -0.3, 0.4)
+    assert np.isnan(judged["effect_scaled"]) and np.isnan(judged["effect"])
+    assert judged["interest"] == pytest.approx(SCALED_FIXED_GAIN)
+    assert judged["verdict"] == "inconclusive"
+
+
+CHAIN = {
+    "Per-step MLP noise raises pass@256": (PSN_STEP, GRPO),
+    "Per-step noise beats per-rollout noise": (PSN_STEP, PSN),  # the per-step scope alone
+    "Every parameter adds to per-step noise": (PSN_RELEASED_FIXED, PSN_STEP),
+    "Per-replica draws add to the released fixed noise": (
+        released_replicas(CPU),
+        PSN_RELEASED_FIXED,
+    ),
+    "Every parameter and Variant I add to per-step noise": (PSN_RELEASED, PSN_STEP),
+}
+
+
+def test_the_released_code_ablation_chain_leaves_out_the_seed_that_framed_it():
+    for name, sides in CHAIN.items():
+        claim = BY_NAME[name]
+        assert claim.experiment.__name__ == "released_code_ablation", name
+        assert claim.sides(CPU) == sides, name
+        assert claim.excluded(CPU) == (0,) and claim.excluded(SMOKE) == ()  # framed on cpu's 0
+        assert set(claim.experiment(CPU).seeds) - {0} == {1, 2, 3, 4}  # tested on four seeds
+        assert claim.effect is None and claim.interest == pytest.approx(76.94 - 74.7), name
+    # the sigma sweep's per-rollout vs per-step row was these very runs, the other way round
+    assert "Per-rollout noise beats per-step noise" not in BY_NAME
+
+
+def test_the_per_replica_claim_is_exploratory_where_its_seeds_cannot_see_the_fixed_gain():
+    """Issue 41 item 2: the released launcher's 8 rollout replicas, each its own draw per step,
+    against one draw per step, at cpu's ablation seeds without seed 0 (four): at a spread whose
+    MDE exceeds the fixed gain scaled here, covering 0 is *exploratory*, the interval shown; a
+    difference clear of 0 keeps its word."""
+    name = "Per-replica draws add to the released fixed noise"
+    ours, theirs = BY_NAME[name].sides(CPU)
+    assert ours.label == "PSN released code, fixed, 8 replicas" and theirs == PSN_RELEASED_FIXED
+    assert ours.settings == {"noise_replicas": 8} and ours.arm == PSN_RELEASED_FIXED.arm
+    assert BY_NAME[name].sides(SMOKE)[0].settings == {"noise_replicas": 4}  # 4 prompts a step
+    wide = _judged(name, 4, -3.0, 4.0)
+    assert wide["mde"] > wide["interest"] == pytest.approx(SCALED_FIXED_GAIN)
+    assert wide["verdict"] == "exploratory" and (wide["lo"], wide["hi"]) == (-3.0, 4.0)
+    assert _judged(name, 4, 1.0, 6.0)["verdict"] == "reproduced"  # seen: no power needed
+    assert _judged(name, 4, -6.0, -1.0)["verdict"] == "contradicted"
+
+
+def test_the_tis_three_way_pairs_the_main_seeds():
+    """Issue 41 item 5: is the gain the noise (PSN without TIS vs GRPO), is it TIS (with vs
+    without), at the 16 main seeds on the in-distribution benchmarks; the paper's numbers only
+    where it gives them for the comparison (76.94 vs 74.33), else the fixed gain as the size."""
+    noise, tis = BY_NAME["PSN without TIS raises pass@256"], BY_NAME["TIS is needed"]
+    assert noise.sides(CPU) == (PSN_NO_TIS, GRPO) and tis.sides(CPU) == (PSN, PSN_NO_TIS)
+    for claim in (noise, tis):
+        plan = claim.experiment(CPU)
+        assert plan.name == "tis_three_way" and plan.seeds == tuple(range(16))
+        assert claim.kind == "id" and plan.benchmarks == benchmarks_of(CPU, "id")
+        assert claim.statistic is PASS_AT_MAX and claim.excluded(CPU) == ()
+    assert noise.effect is None and noise.interest == pytest.approx(76.94 - 74.7)
+    assert noise.paper_theirs == 74.7 and "74.33" in noise.paper
+    assert tis.effect == pytest.approx(76.94 - 74.33) and tis.paper_theirs == 74.33
+    # no claim reads the same pair on the ablation seeds' subset any more
+    pairs = [(c.ours, c.theirs) for c in CLAIMS if c.experiment.__name__ == "tis_ablation"]
+    assert not any(PSN_NO_TIS in pair for pair in pairs)
+
+
+BASELINE_ARMS = {
+    "PSN fixed": PSN,
+    "The released code's fixed PSN": PSN_RELEASED_FIXED,
+    "The released code's adaptive PSN": PSN_RELEASED,
+}
 
 
 def test_the_exploration_baselines_are_the_profiles_settings():
-    fixed_t = BY_NAME["PSN fixed beats a raised rollout temperature"]
-    released_second = BY_NAME["The released code's PSN beats the second entropy bonus"]
-    assert fixed_t.sides(CPU) == (PSN, rollout_temperature(CPU))
-    assert released_second.sides(CPU) == (PSN_RELEASED, entropy_bonus(CPU.entropy_coefs[1]))
+    """Issue 41 item 4: PSN fixed, the released fixed and Variant I against the raised
+    temperature and the profile's strongest entropy bonus (cpu has one, 0.1), at the 16 baseline
+    seeds, each on pass@256 and, beside it, at equal pass@1."""
+    names = [c.name for c in CLAIMS]
+    for arm, ours in BASELINE_ARMS.items():
+        for words, baseline in (
+            ("a raised rollout temperature", rollout_temperature(CPU)),
+            ("the entropy bonus", entropy_bonus(0.1)),
+        ):
+            plain = BY_NAME[f"{arm} beats {words}"]
+            joint = BY_NAME[f"{arm} beats {words} at equal pass@1"]
+            assert names.index(joint.name) == names.index(plain.name) + 1
+            assert (plain.statistic, joint.statistic) == (PASS_AT_MAX, PASS_AT_EQUAL_PASS_1)
+            for claim in (plain, joint):
+                assert claim.sides(CPU) == (ours, baseline), claim.name
+                plan = claim.experiment(CPU)
+                assert plan.name == "exploration_baselines" and plan.seeds == tuple(range(16))
+                assert claim.effect is None and claim.interest == pytest.approx(76.94 - 74.7)
+                assert "not compared in the paper" in claim.paper
+            assert "the baseline's pass@1 -> pass@256 frontier" in joint.paper
+    baselines = [c for c in CLAIMS if c.experiment.__name__ == "exploration_baselines"]
+    assert len(baselines) == 12 and not any("first" in c.name for c in baselines)
     hot = CPU.with_overrides(baseline_temperature=1.5)
+    fixed_t = BY_NAME["PSN fixed beats a raised rollout temperature"]
     assert fixed_t.sides(hot)[1].label == "GRPO, rollouts at T=1.5"
-    one = CPU.with_overrides(entropy_coefs=(0.003,))
-    assert BY_NAME["PSN fixed beats the first entropy bonus"].sides(one)[1] == entropy_bonus(0.003)
-    with pytest.raises(NotRun, match=r"no entropy bonus 2 \(it has \[0.003\]\)"):
-        released_second.sides(one)
-    for claim in (c for c in CLAIMS if c.experiment.__name__ == "exploration_baselines"):
-        assert claim.ours in (PSN, PSN_RELEASED) and claim.effect is None, claim.name
-        assert "not compared in the paper" in claim.paper
+    bonus = BY_NAME["The released code's fixed PSN beats the entropy bonus at equal pass@1"]
+    assert bonus.sides(SMOKE)[1] == entropy_bonus(0.01)  # the stronger of smoke's two
+    with pytest.raises(NotRun, match=r"cpu profile has no entropy bonus \(entropy_coefs is empty"):
+        bonus.sides(CPU.with_overrides(entropy_coefs=()))
+    row = check_claim(
+        bonus, pd.DataFrame(columns=["benchmark"]), CPU.with_overrides(entropy_coefs=())
+    )
+    assert row["verdict"] == "not run at this profile"
+
+
+def test_a_baseline_at_equal_pass1_is_read_along_the_baselines_frontier():
+    rng = np.random.default_rng(4)
+    claim = BY_NAME["PSN fixed beats a raised rollout temperature at equal pass@1"]
+    hot = rollout_temperature(SMOKE).label
+    ours = {s: rng.integers(0, 6, 8).tolist() for s in range(5)}
+    theirs = {s: rng.integers(0, 9, 8).tolist() for s in range(5)}
+    row = check_claim(claim, pd.concat([_problems(PSN.label, ours), _problems(hot, theirs)]), SMOKE)
+    assert row["statistic"] == "pass@16 at equal pass@1" and row["seeds"] == 5
+    assert row["note"].startswith(f"{hot}'s frontier over 5 seeds")
 
 
 def test_weak_prefix_pass1_is_equal_within_the_one_margin_rule():
@@ -298,3 +419,36 @@ def test_the_premise_claim_pairs_noise_and_temperature_over_the_checkpoints(monk
     assert row["seeds"] == 4 and row["benchmarks"] == main
     assert row["diff"] == pytest.approx(d.mean())
     assert (row["lo"], row["hi"]) == pytest.approx((d.mean() - half, d.mean() + half))
+
+
+def test_the_paper_vs_released_code_table_names_what_the_testbed_cannot_copy():
+    """Issue 41: the released KL proxy holds the vLLM-vs-trainer mismatch and the launcher makes
+    ~21 PPO updates per rollout batch, neither of which the cpu testbed copies; the README's
+    0.004 belongs to its adaptive example too, the launcher's default is 0.001 held fixed; the
+    per-replica draws are tested by their claim."""
+    from psnlib.replication.code_differences import CODE_DIFFERENCES
+
+    rows = {d.what: d for d in CODE_DIFFERENCES}
+    for d in CODE_DIFFERENCES:
+        assert set(d.claims) <= set(BY_NAME), d.claims
+    sigma = rows["the sigma"]
+    assert "adaptive example starts there" in sigma.code and "0.004" in sigma.code
+    assert "the launcher's default: sigma 0.001 held fixed" in sigma.code
+    assert "fixed PSN holds sigma 0.00558" in sigma.here(CPU)
+    assert "fixed PSN holds sigma 0.001; its adaptive PSN starts at 0.004" in sigma.here(
+        get_profile("paper")
+    )
+    proxy = rows["the KL proxy's log-probs"]
+    assert "vLLM-vs-trainer mismatch" in proxy.code and "cannot copy" in proxy.untested
+    assert "use_vllm=False" in proxy.here(CPU)
+    updates = rows["PPO updates per rollout batch"]
+    assert "about 21" in updates.code and not updates.claims
+    assert updates.here(CPU).startswith("1 optimizer update(s) per rollout batch")
+    assert updates.here(get_profile("paper")).startswith("21.3 optimizer update(s)")
+    draw = rows["which draw"]
+    assert draw.claims == ("Per-replica draws add to the released fixed noise",)
+    assert "noise_replicas=8" in draw.here(CPU) and "noise_replicas=4" in draw.here(SMOKE)
+    assert "Every parameter adds to per-step noise" in rows["which weights"].claims
+    assert "The released code's Variant I beats its fixed sigma" in (
+        rows["the sigma scheduler"].claims
+    )

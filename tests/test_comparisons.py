@@ -1,6 +1,6 @@
-"""What the issue-31 comparisons compare: the released code's PSN arm and the exploration
-baselines change only what they name with respect to GRPO; at the cpu profile no arm is set
-beside fewer than four seeds of another; the trainer logs each step's CPU time, and TRL's
+"""What the issue-31 and issue-41 comparisons compare: the released code's PSN arms and the
+exploration baselines change only what they name with respect to GRPO; at the cpu profile no arm
+is set beside fewer than four seeds of another; the trainer logs each step's CPU time, and TRL's
 entropy bonus reaches the loss."""
 
 import math
@@ -12,9 +12,11 @@ from psnlib.noise import EVERY_PARAMETER
 from psnlib.replication.experiments import (
     PLANS,
     PSN_RELEASED,
+    PSN_RELEASED_FIXED,
     PSN_STEP,
     entropy_bonus,
     exploration_baselines,
+    released_replicas,
     rollout_temperature,
 )
 from psnlib.replication.profiles import RELEASED_SIGMA, get_profile
@@ -45,6 +47,17 @@ def test_the_released_code_arm_changes_the_noise_and_its_scheduler_only():
     assert CPU.tis_cap == 10.0  # the released code's C, and the default tis_level is "token"
 
 
+def test_the_released_fixed_arm_is_the_released_arm_without_its_scheduler():
+    """Issue 41: the released launcher's default (sigma fixed) differs from the released
+    adaptive arm by the scheduler alone at cpu (the same starting sigma), and its replica
+    ablation by the replicas alone."""
+    fixed = PSN_RELEASED_FIXED.effective_settings(CPU)
+    adaptive = PSN_RELEASED.effective_settings(CPU)
+    assert fixed == {k: v for k, v in adaptive.items() if k not in ("sigma_scheduler", "kl_target")}
+    assert fixed["sigma"] == RELEASED_SIGMA
+    assert released_replicas(CPU).effective_settings(CPU) == fixed | {"noise_replicas": 8}
+
+
 def test_per_step_mlp_noise_is_the_scope_alone():
     psn = {k: v for k, v in PSN_STEP.effective_settings(CPU).items() if k != "noise_scope"}
     assert PSN_STEP.effective_settings(CPU)["noise_scope"] == "step"
@@ -58,7 +71,8 @@ def test_each_exploration_baseline_changes_one_setting_of_grpo():
     for coef in CPU.entropy_coefs:
         assert entropy_bonus(coef).effective_settings(CPU) == {"entropy_coef": coef}
     labels = [v.label for v in exploration_baselines(CPU).variants]
-    assert len(labels) == len(set(labels)) == 4 + len(CPU.entropy_coefs)
+    assert len(labels) == len(set(labels)) == 5 + len(CPU.entropy_coefs)
+    assert CPU.entropy_coefs == (0.1,)  # issue 41: the bonus that moved entropy, alone
 
 
 @pytest.mark.parametrize(

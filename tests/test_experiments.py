@@ -47,12 +47,13 @@ def test_runs_are_shared_across_experiments():
     assert len(bases) == 1 + len(cpu.other_policies)
     assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
     table = table[table.arm != BASE.name]
-    # The main arms at every seed: GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix and the
-    # released code's PSN; the exploration baselines at the baseline seeds; every ablation and
-    # the other policy's two runs at the ablation seeds (issue 31)
-    n_main = 5 * len(cpu.seeds)
+    # The main arms at every seed: GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix, the
+    # released code's two PSNs (fixed and Variant I) and PSN without TIS; the exploration
+    # baselines at the baseline seeds; every ablation (with issue 41's per-replica draws) and the
+    # other policy's two runs at the ablation seeds (issues 31, 41)
+    n_main = 7 * len(cpu.seeds)
     n_baselines = (1 + len(cpu.entropy_coefs)) * len(cpu.baseline_seeds)  # temperature, bonuses
-    per_seed = 3 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1
+    per_seed = 2 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 1
     per_seed += 2  # GRPO and PSN + Pass@k training (not a primary comparison)
     per_seed += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
     per_seed += 2 * len(cpu.other_policies)

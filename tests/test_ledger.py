@@ -122,13 +122,21 @@ def test_a_damaged_record_is_named_and_never_used(results, how):
 def test_a_premise_with_a_nan_temperature_is_damage_not_a_match(results):
     part = {"problems": _table(pd.DataFrame({"n": [4], "correct": [1]}))}
     result = _table(pd.DataFrame({"temperature": [math.nan], "matched": [True]}))
-    parts = {
-        "noise": part,
-        "match": {"search": _table(pd.DataFrame({"temperature": [1.0]})), "result": result},
-        "temperature": part | {"result": result},
-    }
+    good = _table(pd.DataFrame({"temperature": [1.1], "matched": [True]}))
+    parts = {}
+    for site, T in (("", result), ("every_parameter_", good)):  # the MLP's T is NaN
+        parts |= {
+            f"{site}noise": part,
+            f"{site}match": {"search": _table(pd.DataFrame({"temperature": [1.0]})), "result": T},
+            f"{site}temperature": part | {"result": T},
+        }
+    assert set(parts) == set(ledger.PREMISE_PARTS)
     record = a_record(premise={"config": {}, "parts": parts})
-    assert any("temperature nan" in w for w in ledger.shape_problems(record, record["key"]))
+    wrong = ledger.shape_problems(record, record["key"])
+    assert [w for w in wrong if "temperature nan" in w] == [
+        "premise part match: temperature nan is not a finite T > 0",
+        "premise part temperature: temperature nan is not a finite T > 0",
+    ]
     with pytest.raises(ValueError, match="malformed record"):
         ledger.write(record)
     assert not (results / "smoke").exists()  # nothing written

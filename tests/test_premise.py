@@ -1,15 +1,21 @@
-"""The premise, powered (psnlib.replication.premise): the temperature search, the pooled noise
-draws, the plan's paired tables, its caches, and bad input."""
+"""The premise, powered (psnlib.replication.premise): the temperature search, the noise draws (one
+per rollout slot), the two noise sites (PSN fixed's MLP, the released code's every parameter),
+the plan's paired tables, its caches, and bad input."""
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
 
+from psnlib import noise as noise_module
 from psnlib.models import build_tokenizer, tiny_policy
+from psnlib.replication import arms, ledger
 from psnlib.replication import premise as premise_module
+from psnlib.replication import premise_sampling as sampling_module
 from psnlib.replication.claim_stats import PASS_AT_MAX
 from psnlib.replication.experiments import GRPO
 from psnlib.replication.premise import (
@@ -26,9 +32,10 @@ from psnlib.replication.premise_sampling import (
     pool_draws,
     sample_problems,
 )
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.profiles import RELEASED_SIGMA, get_profile
 from psnlib.replication.regime import main_benchmark
 from psnlib.replication.store import ResultStore
+from psnlib.replication.variants import EVAL_SEED
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, enumerate_solutions
 
@@ -112,15 +119,18 @@ def test_the_plan_compares_two_views_of_the_grpo_run_on_the_main_benchmark():
         p = get_profile(name)
         plan = premise(p)
         assert plan.name == "premise" and plan.seeds == p.seeds
-        assert plan.variants == [SAMPLING_NOISE, MATCHED_TEMPERATURE]
+        assert plan.variants[:2] == [SAMPLING_NOISE, MATCHED_TEMPERATURE]  # the MLP site's
         assert plan.benchmarks == (main_benchmark(p),) and plan.sigma == p.psn_sigma
         assert p.eval_samples % plan.draws == 0 and plan.search_samples >= 1
         for v in plan.variants:  # the GRPO run itself: nothing new trains
             assert v.run_key(p, 3) == GRPO.run_key(p, 3)
-    assert len(premise("cpu").seeds) == 16 and premise("cpu").draws == 4
+    assert len(premise("cpu").seeds) == 16
     assert SAMPLING_NOISE.label == "GRPO, sampled under noise"
     assert MATCHED_TEMPERATURE.label == "GRPO, temperature at equal pass@1"
-    assert list(premise("smoke").arms().index) == [SAMPLING_NOISE.label, MATCHED_TEMPERATURE.label]
+    assert list(premise("smoke").arms().index[:2]) == [
+        SAMPLING_NOISE.label,
+        MATCHED_TEMPERATURE.label,
+    ]
 
 
 def test_the_plan_refuses_bad_input():
@@ -217,37 +227,43 @@ def test_both_policies_are_sampled_on_the_same_problems_and_streams(untrained):
     problems, matched = out["problems"], out["matched"]
     assert set(out) >= {"problems", "curves", "logs", "summary", "matched", "search"}
     keys = ["seed", "benchmark", "prompt"]
-    noise, hot = (problems[problems.policy == v.label] for v in premise(smoke).variants)
-    assert len(noise) == len(smoke.seeds) * smoke.eval_problems
-    assert noise[keys].reset_index(drop=True).equals(hot[keys].reset_index(drop=True))
+    plan = premise(smoke)
     assert (problems["n"] == smoke.eval_samples).all() and set(problems.seed) == set(smoke.seeds)
     assert set(problems.benchmark) == {main_benchmark(smoke)}
-    assert (noise["sigma"] == smoke.psn_sigma).all() and (hot["sigma"] == 0).all()
-    # the claims' statistic reads both from it: per seed and problem, pass@K of each
-    a, b = (PASS_AT_MAX.problem_values(problems, v.label, smoke) for v in premise(smoke).variants)
-    both = a.merge(b, on=keys, suffixes=("_noise", "_temperature"))
-    assert len(both) == len(a) == len(b) and both["value_noise"].between(0, 1).all()
-    assert list(matched["seed"]) == list(smoke.seeds) and matched["matched"].dtype == bool
-    K = smoke.ks[-1]
-    for column in ("noise pass@1", "temperature pass@1", f"noise pass@{K}", "cpu_seconds"):
-        assert matched[column].notna().all(), column
+    assert matched["matched"].dtype == bool
+    for site, policies in premise_module.POLICIES.items():
+        noise, hot = (problems[problems.policy == v.label] for v in policies)
+        assert len(noise) == len(smoke.seeds) * smoke.eval_problems
+        assert (noise["site"] == site).all() and (hot["site"] == site).all()
+        assert noise[keys].reset_index(drop=True).equals(hot[keys].reset_index(drop=True))
+        assert (noise["sigma"] == plan.sigma_at(site)).all() and (hot["sigma"] == 0).all()
+        # the claims' statistic reads both from it: per seed and problem, pass@K of each
+        a, b = (PASS_AT_MAX.problem_values(problems, v.label, smoke) for v in policies)
+        both = a.merge(b, on=keys, suffixes=("_noise", "_temperature"))
+        assert len(both) == len(a) == len(b) and both["value_noise"].between(0, 1).all()
+        rows = matched[matched["site"] == site]
+        assert list(rows["seed"]) == list(smoke.seeds)
+        K = smoke.ks[-1]
+        for column in ("noise pass@1", "temperature pass@1", f"noise pass@{K}", "cpu_seconds"):
+            assert rows[column].notna().all(), column
+        # the noise is applied: sampled under it, the same streams write other completions
+        # (exactly equal at sigma 0: the next test)
+        assert (noise["entropy"].to_numpy() != hot["entropy"].to_numpy()).all()
     assert set(out["curves"]["k"]) == set(smoke.ks) and out["logs"].empty
-    # the noise is applied: sampled under it, the same streams write other completions
-    # (exactly equal at sigma 0: the next test)
-    assert (noise["entropy"].to_numpy() != hot["entropy"].to_numpy()).all()
 
 
 def test_without_noise_both_policies_draw_identical_samples(untrained):
     """Common random numbers: at sigma 0 the noise arm is the clean policy, and at the matched
     temperature (T = 1, both pass@1 0 here) the same streams write the same completions."""
-    clean = SMALL.with_overrides(psn_sigma=0.0)
+    clean = SMALL.with_overrides(psn_sigma=0.0)  # both sites' (smoke states no released sigma)
     out = premise(clean).run(seeds=(0,), progress=False)
-    assert out["matched"]["temperature"].tolist() == [1.0]
-    noise, hot = (
-        out["problems"][out["problems"].policy == v.label] for v in premise(clean).variants
-    )
+    assert out["matched"]["temperature"].tolist() == [1.0, 1.0]  # per site
     columns = ["prompt", "n", "correct", "entropy", "length"]
-    assert noise[columns].reset_index(drop=True).equals(hot[columns].reset_index(drop=True))
+    for noise_policy, hot_policy in premise_module.POLICIES.values():
+        noise, hot = (
+            out["problems"][out["problems"].policy == v.label] for v in (noise_policy, hot_policy)
+        )
+        assert noise[columns].reset_index(drop=True).equals(hot[columns].reset_index(drop=True))
 
 
 def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkeypatch):
@@ -271,12 +287,14 @@ def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkey
     again = plan.run(progress=False)
     for name in ("problems", "matched", "search", "curves"):
         pd.testing.assert_frame_equal(again[name], first[name], check_dtype=False)
-    # a run killed before its last part: only that part is computed again
-    (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(smoke, 1)}-*/temperature.json")
-    part.unlink()
+    # a run killed before its last parts: only those are computed again
+    (folder,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(smoke, 1)}-*")
+    assert {p.stem for p in folder.glob("*.json")} - {"config"} == set(premise_module.PARTS)
+    for part in ("temperature", "every_parameter_temperature"):
+        (folder / f"{part}.json").unlink()
     monkeypatch.setattr(premise_module, "sample_problems", counted)
     resumed = plan.run(progress=False)
-    assert len(calls) == 1  # the full evaluation at the matched temperature
+    assert len(calls) == 2  # the full evaluation at each site's matched temperature
     pd.testing.assert_frame_equal(resumed["problems"], first["problems"], check_dtype=False)
 
 
@@ -324,3 +342,225 @@ def test_a_stored_match_with_a_nan_temperature_is_searched_again(untrained, monk
     assert sampled and all(math.isfinite(t) for t in sampled)
     matched = float(again["matched"]["temperature"].iloc[0])
     assert math.isfinite(matched) and matched == float(first["matched"]["temperature"].iloc[0])
+
+
+# ------------------------------------------------ draws as training does; the released site
+
+
+def test_the_noise_is_drawn_once_per_rollout_slot():
+    """As PSN fixed draws it in training (scope 'rollout': rollout k of every group runs noise
+    sample k): D = num_generations draws, and D must divide eval_samples."""
+    for name in ("smoke", "cpu"):
+        p = get_profile(name)
+        assert premise(p).draws == p.num_generations == sampling_module.draws_for(p)
+    assert premise("cpu").draws == 8
+    assert premise(SMALL.with_overrides(num_generations=8)).draws == 8  # 2 samples a draw
+    with pytest.raises(ValueError, match="num_generations must divide eval_samples, got .*=16"):
+        premise(SMALL.with_overrides(num_generations=3))
+
+
+def _recorded(monkeypatch, moved_from=None):
+    """Record every noise context and sampling call of ``premise_sampling`` in order (the real
+    ones run): ("noise", targets, sigma, noise seed, step, index[, names of the parameters that
+    differ from ``moved_from`` inside it]) and ("sample", prompts, n, seed, temperature)."""
+    calls = []
+    real_perturbed, real_sample = sampling_module.perturbed, sampling_module.sample_prompts
+
+    @contextmanager
+    def perturbed(model, config, step=0, index=0, sigma=None):
+        with real_perturbed(model, config, step, index, sigma) as m:
+            call = ("noise", config.targets, config.sigma, config.seed, step, index)
+            if moved_from is not None:
+                moved = {k for k, p in m.named_parameters() if not torch.equal(p, moved_from[k])}
+                call += (moved,)
+            calls.append(call)
+            yield m
+
+    def sample_prompts(model, tokenizer, prompts, n, **kwargs):
+        calls.append(("sample", len(prompts), n, kwargs["seed"], kwargs["temperature"]))
+        return real_sample(model, tokenizer, prompts, n, **kwargs)
+
+    monkeypatch.setattr(sampling_module, "perturbed", perturbed)
+    monkeypatch.setattr(sampling_module, "sample_prompts", sample_prompts)
+    return calls
+
+
+def test_each_draw_writes_its_share_of_every_problem_under_its_noise_index(untrained, monkeypatch):
+    profile = SMALL.with_overrides(num_generations=8)
+    D, P = 8, profile.eval_problems
+    share = profile.eval_samples // D  # 2
+    calls = _recorded(monkeypatch)
+    parts = premise_module.premise_parts(profile, 1)
+    pairs = list(zip(calls[::2], calls[1::2], strict=True))  # each sample in its noise context
+    assert all(c[0] == "noise" and s[0] == "sample" for c, s in pairs)
+    runs: list[list] = []  # one per sample_problems call: its draws, noise index 0, 1, ...
+    for c, s in pairs:
+        if c[5] == 0:
+            runs.append([])
+        runs[-1].append((c, s))
+    full = [run for run in runs if len(run) > 1]  # the search's estimates: one draw each
+    assert all(len(run) == 1 and run[0][1][2] == share for run in runs if len(run) == 1)
+    assert len(full) == 4 and all(len(run) == D for run in full)  # noise, temperature x 2 sites
+    noise = [run for run in full if run[0][0][2] > 0]
+    assert [run[0][0][1] for run in noise] == [("mlp",), ("every_parameter",)]
+    for run in full:  # draw d: noise index d, stream EVAL_SEED + d, an equal share
+        T = run[0][1][4]
+        for d, (c, s) in enumerate(run):
+            assert c[3:] == (1, sampling_module.NOISE_STEP, d)  # noise seed: the training seed
+            assert s == ("sample", P, share, EVAL_SEED + d, T)
+    assert all(run[0][1][4] == profile.eval_temperature for run in noise)
+    for site in sampling_module.SITES:
+        for step in ("noise", "temperature"):
+            table = parts[premise_module.SITE_PARTS[site][step]]["problems"]
+            assert len(table) == P and (table["n"] == profile.eval_samples).all()
+
+
+def test_the_released_site_perturbs_every_parameter_at_the_released_sigma(untrained, monkeypatch):
+    cpu, smoke = get_profile("cpu"), get_profile("smoke")
+    assert sampling_module.site_sigmas(cpu) == {"mlp": 0.011, "every_parameter": RELEASED_SIGMA}
+    assert premise(cpu).released_sigma == RELEASED_SIGMA == 0.00558
+    assert sampling_module.site_sigmas(smoke)["every_parameter"] == smoke.psn_sigma  # none stated
+    released = 0.02
+    fixed = ((arms.PSN_RELEASED_FIXED, (("sigma", released),)),)
+    profile = SMALL.with_overrides(arm_settings=SMALL.arm_settings + fixed)
+    model, _, _ = premise_module.load_variant(profile, GRPO, 0)  # the fixture's, cached
+    clean = {name: t.clone() for name, t in model.state_dict().items()}
+    calls = _recorded(monkeypatch, moved_from=clean)
+    premise_module.premise_parts(profile, 0)
+    noisy = [c for c in calls if c[0] == "noise" and c[2] > 0]
+    assert {c[1:3] for c in noisy} == {
+        (("mlp",), SMALL.psn_sigma),
+        (("every_parameter",), released),
+    }
+    every = {name for name, p in model.named_parameters() if p.is_floating_point()}
+    mlp = set(noise_module.site_parameters(model, "mlp"))
+    assert mlp < every
+    for call in noisy:  # inside each draw: exactly the site's parameters moved
+        assert call[-1] == (every if call[1] == ("every_parameter",) else mlp), call[1]
+    for name, t in model.state_dict().items():  # and every weight restored bit-exactly
+        assert torch.equal(t, clean[name]), name
+
+
+def test_the_premise_settings_name_the_draws_and_both_sites():
+    cpu = get_profile("cpu")
+    settings = premise_module.premise_settings(cpu)
+    assert settings["noise"] == {
+        "sites": {"mlp": cpu.psn_sigma, "every_parameter": RELEASED_SIGMA},
+        "draws": cpu.num_generations,
+        "step": sampling_module.NOISE_STEP,
+    }
+    smoke = premise_module.premise_settings(get_profile("smoke"))["noise"]
+    assert smoke["sites"] == {"mlp": 0.003, "every_parameter": 0.003} and smoke["draws"] == 4
+    # what a record must match: either site's sigma or the draws changed is another premise
+    other = ((arms.PSN_RELEASED_FIXED, (("sigma", 0.001),)),)
+    assert premise_module.premise_settings(cpu.with_overrides(arm_settings=other)) != settings
+    assert premise(cpu).expectation(0).premise == settings
+    assert premise_module.premise_config(cpu, "run", "weights")["noise"] == settings["noise"]
+
+
+def _hand_made_parts(T: dict[str, float], correct: dict[str, tuple[list, list]]) -> dict:
+    """Every stored part of one checkpoint, by hand: per site its noise and temperature
+    problems (16 samples, ``correct`` of each), its matched T (matched only at the MLP)."""
+    time = pd.DataFrame([{"seconds": 1.0, "cpu_seconds": 2.0}])
+    parts = {}
+    for site, names in premise_module.SITE_PARTS.items():
+        noise, hot = (
+            pd.DataFrame({"prompt": [f"p{i}" for i in range(4)], "n": 16, "correct": c})
+            for c in correct[site]
+        )
+        result = pd.DataFrame([{"temperature": T[site], "matched": site == "mlp"}])
+        search = pd.DataFrame({"temperature": [1.0, T[site]], "pass@1": [0.3, 0.2]})
+        parts[names["noise"]] = {"problems": noise, "time": time}
+        parts[names["match"]] = {"search": search, "result": result, "time": time}
+        parts[names["temperature"]] = {"problems": hot, "result": result, "time": time}
+    return parts
+
+
+def test_the_seed_tables_carry_both_sites():
+    """From hand-made parts (nothing sampled): one matched row per site, each site's policies
+    in the problems with their site, the MLP's under the claim's labels."""
+    plan = premise(
+        SMALL.with_overrides(arm_settings=((arms.PSN_RELEASED_FIXED, (("sigma", 0.02),)),))
+    )
+    T = {"mlp": 1.25, "every_parameter": 0.75}
+    correct = {
+        "mlp": ([16, 0, 0, 0], [8, 8, 0, 0]),
+        "every_parameter": ([4, 4, 4, 4], [2, 2, 2, 2]),
+    }
+    parts = _hand_made_parts(T, correct)
+    assert set(parts) == set(premise_module.PARTS) and len(premise_module.PARTS) == 6
+    tables = premise_module.seed_tables(plan, 3, parts)
+    matched = tables["matched"].set_index("site")
+    assert list(matched.index) == ["mlp", "every_parameter"] and (matched["seed"] == 3).all()
+    assert matched["sigma"].to_dict() == {"mlp": SMALL.psn_sigma, "every_parameter": 0.02}
+    assert matched["temperature"].to_dict() == T and (matched["draws"] == plan.draws).all()
+    assert matched["matched"].to_dict() == {"mlp": True, "every_parameter": False}
+    assert matched["noise pass@1"].to_dict() == pytest.approx(
+        {"mlp": 0.25, "every_parameter": 0.25}
+    )
+    assert matched["temperature pass@1"].to_dict() == pytest.approx(
+        {"mlp": 0.25, "every_parameter": 0.125}
+    )
+    K = SMALL.ks[-1]  # 16: a problem with any correct sample is reached
+    assert matched[f"noise pass@{K}"].to_dict() == pytest.approx(
+        {"mlp": 0.25, "every_parameter": 1.0}
+    )
+    assert matched[f"temperature pass@{K}"].to_dict() == pytest.approx(
+        {"mlp": 0.5, "every_parameter": 1.0}
+    )
+    assert (matched["cpu_seconds"] == 6.0).all()  # each site's own three parts
+    assert matched.loc["mlp", "note"] == "" and matched.loc["every_parameter", "note"]
+    problems = tables["problems"]
+    labels = {
+        site: problems[problems["site"] == site]["policy"].unique().tolist()
+        for site in ("mlp", "every_parameter")
+    }
+    assert labels["mlp"] == [SAMPLING_NOISE.label, MATCHED_TEMPERATURE.label]
+    assert labels["every_parameter"] == [
+        premise_module.SAMPLING_RELEASED_NOISE.label,
+        premise_module.RELEASED_MATCHED_TEMPERATURE.label,
+    ]
+    sigma = problems.groupby("policy", sort=False)["sigma"].unique().map(list).to_dict()
+    assert sigma == {
+        SAMPLING_NOISE.label: [SMALL.psn_sigma],
+        MATCHED_TEMPERATURE.label: [0.0],
+        premise_module.SAMPLING_RELEASED_NOISE.label: [0.02],
+        premise_module.RELEASED_MATCHED_TEMPERATURE.label: [0.0],
+    }
+    search = tables["search"]
+    assert list(search.columns) == ["seed", "site", "temperature", "pass@1"]
+    assert search["site"].tolist() == ["mlp", "mlp", "every_parameter", "every_parameter"]
+    # the plan names each site's two policies, and the claim's sides are the MLP's
+    assert plan.variants == [
+        v for site in ("mlp", "every_parameter") for v in premise_module.POLICIES[site]
+    ]
+    assert plan.arms()["site"].tolist() == ["mlp", "mlp", "every_parameter", "every_parameter"]
+
+
+def test_the_paired_interval_is_per_site():
+    K = SMALL.ks[-1]
+    mlp = pd.DataFrame(
+        {
+            "seed": [0, 1, 2],
+            "matched": [True, True, False],
+            "noise pass@1": [0.10, 0.10, 0.10],
+            "temperature pass@1": [0.10, 0.11, 0.14],
+            f"noise pass@{K}": [0.50, 0.60, 0.70],
+            f"temperature pass@{K}": [0.40, 0.50, 0.50],
+        }
+    )
+    every = mlp.assign(**{f"noise pass@{K}": [0.30, 0.30, 0.30]})
+    both = pd.concat([mlp.assign(site="mlp"), every.assign(site="every_parameter")])
+    table = paired_interval(both, SMALL)
+    assert table["site"].tolist() == ["mlp"] * 4 + ["every_parameter"] * 4
+    alone = paired_interval(mlp, SMALL)  # a table without sites: the MLP's
+    assert (alone["site"] == "mlp").all()
+    pd.testing.assert_frame_equal(table.iloc[:4], alone)
+    released = table[table["site"] == "every_parameter"].set_index(["statistic", "seeds"])
+    assert released.loc[(f"pass@{K}", "all"), "difference"] == pytest.approx(-140 / 3 + 30)
+
+
+def test_the_ledger_holds_every_premise_part():
+    """A ledger record's premise holds every stored part, both sites' (ledger.PREMISE_PARTS is
+    wired to premise.PARTS in ledger.py)."""
+    assert ledger.PREMISE_PARTS == premise_module.PARTS

@@ -31,3 +31,14 @@ def test_experiment_settings_are_consistent(name):
     assert p.seeds and p.ablation_seeds and set(p.ablation_benchmarks) <= set(p.benchmarks)
     assert all(spec != p.base for spec in p.other_policies)
     assert p.example_responses >= 1
+
+
+def test_path_steps_are_shares_of_the_run_and_bad_shares_are_named():
+    cpu = get_profile("cpu")
+    assert cpu.path_steps == (32, 48, 64)  # 0.4, 0.6, 0.8 of 80 steps
+    assert cpu.with_overrides(rl_steps=5).path_steps == (2, 3, 4)
+    assert cpu.with_overrides(rl_steps=2).path_steps == (1,)  # all round to the one inner step
+    assert cpu.with_overrides(rl_steps=1).path_steps == ()  # no step inside a one-step run
+    for bad in ((0.0,), (1.0,), (-0.2,), ("0.5",), (True,)):
+        with pytest.raises(ValueError, match=r"path_fractions must be numbers strictly between"):
+            cpu.with_overrides(path_fractions=bad)

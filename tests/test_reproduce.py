@@ -61,12 +61,18 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
     premised = [task for _, _, task in stages["runs"] if task.premise]
     assert sorted(task.seed for task in premised) == list(cpu.seeds)
     assert {task.variant.arm.name for task in premised} == {"grpo"}
-    first = [task for _, _, task in stages["runs"][:4]]  # the primary comparisons first
+    first = [task for _, _, task in stages["runs"][:10]]  # the primary comparisons first
     assert [(t.variant.arm.name, t.seed) for t in first] == [
         ("base", 0),
         ("grpo", 0),
         ("psn", 0),
+        ("psn_div", 0),
+        ("psn_released_fixed", 0),
         ("psn_released", 0),
+        ("psn_no_tis", 0),
+        ("grpo", 0),  # rollouts at the raised temperature
+        ("grpo", 0),  # the entropy bonus
+        ("grpo", 1),  # then the next seed
     ]
 
 

@@ -55,6 +55,14 @@ PSN_RELEASED = Arm(
         "kl_target": 0.003,
     },
 )
+# The released code's launcher default: the same draw and site, sigma held fixed (no scheduler).
+# Its sigma is each profile's (Profile.arm_settings), set by a rule stated before the runs: at
+# cpu, the sigma at which every-parameter noise induces the KL the released README targets
+# (0.003 per token) on the base policy, the sigma PSN_RELEASED starts from; on the real profiles,
+# the launcher's 0.001.
+PSN_RELEASED_FIXED = Arm(
+    "psn_released_fixed", {"noise_scope": "step", "noise_targets": [EVERY_PARAMETER]}
+)
 # Weak-model guidance: a fifth of the prompt groups continue a weak prefix; alone, and together
 # with PSN fixed's noise (in neither paper).
 WEAK_PREFIX = Arm("weak_prefix", {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2})
@@ -62,7 +70,17 @@ PSN_WEAK_PREFIX = Arm("psn_weak_prefix", {"prefix_prob": 0.2})
 
 ARMS: dict[str, Arm] = {
     a.name: a
-    for a in (GRPO, PSN, PSN_NO_TIS, PSN_KL, PSN_DIV, PSN_RELEASED, WEAK_PREFIX, PSN_WEAK_PREFIX)
+    for a in (
+        GRPO,
+        PSN,
+        PSN_NO_TIS,
+        PSN_KL,
+        PSN_DIV,
+        PSN_RELEASED,
+        PSN_RELEASED_FIXED,
+        WEAK_PREFIX,
+        PSN_WEAK_PREFIX,
+    )
 }
 
 

@@ -16,9 +16,11 @@ claim (its direction was chosen after seeing them): the claim is tested on the o
 ``ours`` and ``theirs`` are the experiment's ``Variant`` objects, or, where the policy depends on
 the profile, an ``AtProfile`` that picks it at a profile (``on_other_model``: the profile's n-th
 other base policy; ``swept_sigma_at``: a sigma of the profile's sigma sweep;
-``RAISED_TEMPERATURE`` and ``entropy_bonus_at``: the exploration baselines' settings). Where the
-profile has no such policy, ``Claim.sides`` raises ``NotRun`` and the claim's row says "not run at
-this profile" (a status, not a verdict). The claims themselves are ``psnlib.replication.claims``.
+``RAISED_TEMPERATURE`` and ``ENTROPY_BONUS``: the exploration baselines' settings;
+``RELEASED_REPLICAS``: the released fixed configuration with its launcher's rollout replicas).
+Where the profile has no such policy, ``Claim.sides`` raises ``NotRun`` and the claim's row says
+"not run at this profile" (a status, not a verdict). The claims themselves are
+``psnlib.replication.claims``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from psnlib.replication.experiments import (
     Plan,
     entropy_bonus,
     on_model,
+    released_replicas,
     rollout_temperature,
     swept_sigma,
 )
@@ -98,21 +101,24 @@ LARGEST_SIGMA = swept_sigma_at("the sweep's largest", lambda p: max(p.sigma_swee
 RAISED_TEMPERATURE = AtProfile(
     "GRPO, rollouts at the profile's raised temperature", rollout_temperature
 )
+# the released fixed configuration with one draw per rollout replica (R of them per step, at most
+# one per prompt of a step: psnlib.replication.experiments.released_replicas)
+RELEASED_REPLICAS = AtProfile(
+    "PSN released code, fixed, with the launcher's rollout replicas", released_replicas
+)
 
 
-def entropy_bonus_at(index: int) -> AtProfile:
-    """GRPO with the profile's ``index``-th entropy bonus (1: the first of ``entropy_coefs``), as
-    ``psnlib.replication.experiments.exploration_baselines`` trains it."""
+def _strongest_entropy_bonus(profile: Profile) -> Variant:
+    if not profile.entropy_coefs:
+        raise NotRun(f"the {profile.name} profile has no entropy bonus (entropy_coefs is empty)")
+    return entropy_bonus(max(profile.entropy_coefs))
 
-    def pick(profile: Profile) -> Variant:
-        coefs = profile.entropy_coefs
-        if index > len(coefs):
-            raise NotRun(
-                f"the {profile.name} profile has no entropy bonus {index} (it has {list(coefs)})"
-            )
-        return entropy_bonus(coefs[index - 1])
 
-    return AtProfile(f"GRPO + the profile's entropy bonus {index}", pick)
+# GRPO with the profile's strongest entropy bonus (the largest of entropy_coefs), as
+# psnlib.replication.experiments.exploration_baselines trains it: at cpu its one bonus, 0.1, the
+# smallest that raised the rollouts' entropy by 20% in its pilot (profiles.py); "not run" where a
+# profile has none
+ENTROPY_BONUS = AtProfile("GRPO + the profile's strongest entropy bonus", _strongest_entropy_bonus)
 
 
 @dataclass(frozen=True)

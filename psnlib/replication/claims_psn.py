@@ -1,8 +1,10 @@
-"""The PSN paper's claims (arXiv 2602.02555), with the numbers it reports: PSN against GRPO
-(the write-up's PSN and the released code's), its ablations, PSN against the exploration
-baselines, the premise (noise against temperature), out-of-distribution transfer, coverage and
-consistency. One ``psnlib.replication.claim.Claim`` each; ``psnlib.replication.claims.CLAIMS``
-puts them in RESULTS.md's order.
+"""The PSN paper's claims on the write-up's PSN (arXiv 2602.02555), with the numbers it reports:
+PSN against GRPO (``PSN_MAIN_CLAIMS``), then (``PSN_CLAIMS``) other base models, the cost of
+Variant II, the schedulers, the sigma sweep, the premise (noise against temperature), the noise
+site, Pass@k training, out-of-distribution transfer, coverage and consistency. The released
+code's configurations, the TIS three-way and the exploration baselines are
+``psnlib.replication.claims_released``. One ``psnlib.replication.claim.Claim`` each;
+``psnlib.replication.claims.CLAIMS`` puts them in RESULTS.md's order.
 """
 
 from __future__ import annotations
@@ -11,10 +13,8 @@ from psnlib.replication.claim import (
     CHOSEN_SIGMA,
     EQUIVALENCE_SHARE,
     LARGEST_SIGMA,
-    RAISED_TEMPERATURE,
     SMALLEST_SIGMA,
     Claim,
-    entropy_bonus_at,
     on_other_model,
 )
 from psnlib.replication.claim_stats import (
@@ -34,22 +34,15 @@ from psnlib.replication.experiments import (
     PSN_ATTENTION,
     PSN_DIV,
     PSN_KL,
-    PSN_NO_TIS,
     PSN_PASSK,
-    PSN_RELEASED,
-    PSN_STEP,
     across_models,
     adaptive_scheduler,
     coverage,
-    exploration_baselines,
     main_results,
     noise_site,
     ood,
     passk_training,
-    released_code,
-    released_code_ablation,
     sigma_sweep,
-    tis_ablation,
 )
 from psnlib.replication.premise import MATCHED_TEMPERATURE, SAMPLING_NOISE, premise
 from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR
@@ -61,37 +54,12 @@ FRONTIER = (
     "(psnlib.replication.claim_stats: pass@256 moved along GRPO's least-squares line to its pass@1)"
 )
 # The paper's fixed-sigma result (PSN fixed + TIS 76.94 vs GRPO 74.7): the effect of the PSN
-# fixed rows, and the size every PSN pass@k claim without a number of its own must be able to
-# see (Claim.interest: the smallest gain the paper reports for its method over GRPO).
+# fixed rows (the write-up's and the released launcher's), and the size every PSN pass@k claim
+# without a number of its own must be able to see (Claim.interest: the smallest gain the paper
+# reports for its method over GRPO).
 FIXED_GAIN, GRPO_PAPER = 76.94 - 74.7, 74.7
-# The released code's rows carry no paper effect. The arm is the README's adaptive example
-# (Variant I, one draw per step on every parameter); the paper reports no number for Variant I:
-# its 79.5 (+4.8) is Variant II, which the code does not implement, and its 76.94 (+2.24) is fixed
-# sigma, the launcher's default (sigma 0.001, scheduler off), which this arm is not. So no size
-# word, only the direction words; their power is judged against the fixed-sigma gain (a released
-# fixed-sigma arm would carry +2.24 as its effect).
-RELEASED = (
-    "the paper reports no number for this configuration (one noise draw per step on every "
-    "parameter, steered by Variant I at KL target 0.003: the README's adaptive example); its "
-    "adaptive 79.5 is Variant II, which the released code does not implement, its 76.94 fixed "
-    "sigma, the launcher's default; ours: the direction only"
-)
-# The released-code ablation chain's direction ("the code's change helps") was framed after
-# seed 0 of the first cpu round (per-step 94.46 vs per-rollout 87.32 pass@256, +7.1; per-step
-# ahead of GRPO's 89.80 too): at the cpu profile it is tested on the other seeds.
-FRAMED_ON = (("cpu", (0,)),)
-BASELINE = (
-    "not compared in the paper, whose premise is that parameter noise explores where "
-    "token-level randomness does not (the released run itself adds an entropy bonus of 0.001); "
-    "each baseline's setting is chosen by the rule stated in psnlib.replication.profiles"
-)
-ABLATION = (
-    "from the paper's text to its released code, one change at a time; the direction: the "
-    "code's change helps (the paper's numbers come from the code), framed on the cpu profile's "
-    "seed 0 and tested there on the other seeds; no number reported"
-)
-BASELINES_NOTEBOOK = "16_exploration_baselines"
-PSN_CLAIMS = (
+
+PSN_MAIN_CLAIMS = (
     Claim(
         "PSN raises pass@256",
         f"PSN fixed 76.94 vs GRPO 74.7 pass@256 ({PSN_AVG})",
@@ -148,27 +116,8 @@ PSN_CLAIMS = (
         effect=79.5 - 74.7,
         paper_theirs=74.7,
     ),
-    Claim(
-        "The released code's PSN raises pass@256",
-        f"GRPO 74.7 pass@256 ({PSN_AVG}); {RELEASED}",
-        released_code,
-        PSN_RELEASED,
-        GRPO,
-        notebook="03_main_results",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "The released code's PSN raises pass@256 at equal pass@1",
-        f"GRPO 74.7 pass@256 ({PSN_AVG}); {RELEASED}; {FRONTIER}",
-        released_code,
-        PSN_RELEASED,
-        GRPO,
-        PASS_AT_EQUAL_PASS_1,
-        notebook="03_main_results",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
+)
+PSN_CLAIMS = (
     Claim(
         "PSN raises pass@256 on a second base model",
         f"Qwen3-4B-Base: GRPO 70.70 vs PSN fixed 74.56 pass@256 ({PSN_BENCHMARKS}); ours: the "
@@ -213,30 +162,6 @@ PSN_CLAIMS = (
         notebook="03_main_results",
         effect=79.5 - 76.94,
         paper_theirs=76.94,
-    ),
-    Claim(
-        "TIS is needed",
-        f"PSN with TIS 76.94 vs without 74.33 pass@256 ({PSN_AVG})",
-        tis_ablation,
-        PSN,
-        PSN_NO_TIS,
-        PASS_AT_MAX,
-        "all",
-        notebook="04_tis_ablation",
-        effect=76.94 - 74.33,
-        paper_theirs=74.33,
-    ),
-    Claim(
-        "Without TIS, PSN falls below GRPO",
-        f"GRPO 74.7 vs PSN without TIS 74.33 pass@256 ({PSN_AVG})",
-        tis_ablation,
-        GRPO,
-        PSN_NO_TIS,
-        PASS_AT_MAX,
-        "all",
-        notebook="04_tis_ablation",
-        effect=74.7 - 74.33,
-        paper_theirs=74.33,
     ),
     Claim(
         "Variant I (KL target) raises pass@256",
@@ -288,109 +213,6 @@ PSN_CLAIMS = (
         PASS_AT_MAX,
         "all",
         notebook="06_sigma_sweep",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "Per-step MLP noise raises pass@256",
-        f"the released code draws one noise sample per training step, the text one per "
-        f"trajectory; ours: per-step noise on the MLP (the scope alone) vs GRPO; {ABLATION}",
-        released_code_ablation,
-        PSN_STEP,
-        GRPO,
-        PASS_AT_MAX,
-        "all",
-        notebook="06_sigma_sweep",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-        exclude_seeds=FRAMED_ON,
-    ),
-    Claim(
-        "Per-step noise beats per-rollout noise",
-        f"one noise sample per training step in the released code, per trajectory in the "
-        f"paper's text; ours: per-step vs per-rollout MLP noise at the same sigma; {ABLATION}",
-        released_code_ablation,
-        PSN_STEP,
-        PSN,
-        PASS_AT_MAX,
-        "all",
-        notebook="06_sigma_sweep",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-        exclude_seeds=FRAMED_ON,
-    ),
-    Claim(
-        "Every parameter and Variant I add to per-step noise",
-        f"the released code perturbs every parameter (not the MLP) and steers sigma by Variant "
-        f"I; ours: the released code's PSN vs per-step MLP noise at fixed sigma (both changes "
-        f"at once); {ABLATION}",
-        released_code_ablation,
-        PSN_RELEASED,
-        PSN_STEP,
-        PASS_AT_MAX,
-        "all",
-        notebook="06_sigma_sweep",
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-        exclude_seeds=FRAMED_ON,
-    ),
-    Claim(
-        "PSN fixed beats a raised rollout temperature",
-        f"{BASELINE}; ours: GRPO at a raised rollout temperature",
-        exploration_baselines,
-        PSN,
-        RAISED_TEMPERATURE,
-        notebook=BASELINES_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "PSN fixed beats the first entropy bonus",
-        f"{BASELINE}; ours: GRPO with the profile's first entropy bonus",
-        exploration_baselines,
-        PSN,
-        entropy_bonus_at(1),
-        notebook=BASELINES_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "PSN fixed beats the second entropy bonus",
-        f"{BASELINE}; ours: GRPO with the profile's second entropy bonus",
-        exploration_baselines,
-        PSN,
-        entropy_bonus_at(2),
-        notebook=BASELINES_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "The released code's PSN beats a raised rollout temperature",
-        f"{BASELINE}; ours: GRPO at a raised rollout temperature",
-        exploration_baselines,
-        PSN_RELEASED,
-        RAISED_TEMPERATURE,
-        notebook=BASELINES_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "The released code's PSN beats the first entropy bonus",
-        f"{BASELINE}; ours: GRPO with the profile's first entropy bonus",
-        exploration_baselines,
-        PSN_RELEASED,
-        entropy_bonus_at(1),
-        notebook=BASELINES_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
-    Claim(
-        "The released code's PSN beats the second entropy bonus",
-        f"{BASELINE}; ours: GRPO with the profile's second entropy bonus",
-        exploration_baselines,
-        PSN_RELEASED,
-        entropy_bonus_at(2),
-        notebook=BASELINES_NOTEBOOK,
         interest=FIXED_GAIN,
         paper_theirs=GRPO_PAPER,
     ),

@@ -13,6 +13,7 @@ from typing import Any
 
 from psnlib.replication import arms
 from psnlib.replication.arms import Arm
+from psnlib.replication.experiments import released_replicas
 from psnlib.replication.profiles import Profile
 from psnlib.replication.runs import Run
 from psnlib.trainer import PSNGRPOConfig
@@ -37,7 +38,15 @@ def _released_sigma_source(profile: Profile) -> str:
     return "the profile's setting for this arm" if "sigma" in arm else "the profile's psn_sigma"
 
 
-PSN_ARMS = (arms.GRPO, arms.PSN, arms.PSN_KL, arms.PSN_DIV, arms.PSN_RELEASED)  # those named
+# those named
+PSN_ARMS = (
+    arms.GRPO,
+    arms.PSN,
+    arms.PSN_KL,
+    arms.PSN_DIV,
+    arms.PSN_RELEASED,
+    arms.PSN_RELEASED_FIXED,
+)
 
 
 def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
@@ -49,6 +58,45 @@ def _recipe(profile: Profile, names: tuple[str, ...]) -> str:
     if len(set(values.values())) == 1:
         return f"GRPO and every PSN arm: {values[arms.GRPO.name]}"
     return "; ".join(f"{arm}: {v}" for arm, v in values.items())
+
+
+def _sigmas(profile: Profile) -> str:
+    fixed = _setting(profile, arms.PSN_RELEASED_FIXED, "sigma")
+    start = _setting(profile, arms.PSN_RELEASED, "sigma")
+    return (
+        f"the released code's fixed PSN holds sigma {fixed:g}; its adaptive PSN starts at "
+        f"{start:g} ({_released_sigma_source(profile)}); a 1.01 step rule moves sigma at most "
+        f"{1.01**profile.rl_steps:.3g}x in the profile's {profile.rl_steps} steps"
+    )
+
+
+def _replicas(profile: Profile) -> str:
+    one = _setting(profile, arms.PSN_RELEASED_FIXED, "noise_replicas")
+    many = released_replicas(profile).settings["noise_replicas"]
+    return (
+        f"the released code's PSNs: noise_replicas={one} (one draw per step); its replica "
+        f"ablation: noise_replicas={many}, one draw per slice of the step's "
+        f"{profile.rl_prompts_per_step} prompts"
+    )
+
+
+def _engines(profile: Profile) -> str:
+    if _setting(profile, arms.PSN_RELEASED, "use_vllm"):
+        return "the rollouts are sampled by vLLM (use_vllm=True), as in the released code"
+    return (
+        "one engine samples the rollouts and scores them for the loss (the profile's "
+        "use_vllm=False): the proxy holds the noise's KL alone, with no engine mismatch"
+    )
+
+
+def _updates(profile: Profile) -> str:
+    accumulation = _setting(profile, arms.PSN_RELEASED, "gradient_accumulation_steps")
+    generation = _setting(profile, arms.PSN_RELEASED, "steps_per_generation") or accumulation
+    return (
+        f"{generation / accumulation:.3g} optimizer update(s) per rollout batch "
+        f"(steps_per_generation={generation}, gradient_accumulation_steps={accumulation}), "
+        "the same for GRPO and every PSN arm"
+    )
 
 
 @dataclass(frozen=True)
@@ -73,6 +121,7 @@ CODE_DIFFERENCES = (
         lambda p: (
             f"PSN fixed: noise_scope={_setting(p, arms.PSN, 'noise_scope')}; per-step MLP "
             f"noise and the released code's PSN: {_setting(p, arms.PSN_RELEASED, 'noise_scope')}"
+            f" (fixed: {_setting(p, arms.PSN_RELEASED_FIXED, 'noise_scope')})"
         ),
         ("Per-step noise beats per-rollout noise", "Per-step MLP noise raises pass@256"),
     ),
@@ -83,9 +132,10 @@ CODE_DIFFERENCES = (
         "and lm_head too",
         lambda p: (
             f"PSN fixed: {_targets(p, arms.PSN)}; the released code's PSN: "
-            f"{_targets(p, arms.PSN_RELEASED)}"
+            f"{_targets(p, arms.PSN_RELEASED)} (fixed: {_targets(p, arms.PSN_RELEASED_FIXED)})"
         ),
         (
+            "Every parameter adds to per-step noise",
             "Every parameter and Variant I add to per-step noise",
             "MLP noise beats noise on all weights",
         ),
@@ -103,7 +153,8 @@ CODE_DIFFERENCES = (
         (
             "Variant II beats Variant I",
             "Adaptive PSN raises pass@256",
-            "The released code's PSN raises pass@256",
+            "The released code's adaptive PSN raises pass@256",
+            "The released code's Variant I beats its fixed sigma",
         ),
     ),
     CodeDifference(
@@ -118,15 +169,15 @@ CODE_DIFFERENCES = (
         "changes (its row tests them together)",
     ),
     CodeDifference(
-        "the starting sigma",
-        "sigma0 0.001",
-        "sigma0 0.001 (the README's fixed-noise example: 0.004)",
-        lambda p: (
-            f"the released code's PSN starts at {_setting(p, arms.PSN_RELEASED, 'sigma'):g} "
-            f"({_released_sigma_source(p)}); a 1.01 step rule moves sigma at most "
-            f"{1.01**p.rl_steps:.3g}x in the profile's {p.rl_steps} steps"
-        ),
-        untested="no arm varies the released code's starting sigma",
+        "the sigma",
+        "sigma0 0.001, the default",
+        "the launcher's default: sigma 0.001 held fixed, scheduler off (Variant I's sigma0 is "
+        "0.001 too); the README's examples use 0.004: its adaptive example starts there, as "
+        "does its fixed-noise one",
+        _sigmas,
+        untested="no arm varies the released code's sigma: each profile sets it by a rule "
+        "stated before the runs (cpu: the KL its README targets, so that its fixed and adaptive "
+        "arms start alike; gpu, paper: the launcher's fixed 0.001; psnlib.replication.profiles)",
     ),
     CodeDifference(
         "entropy bonus and KL loss",
@@ -143,5 +194,31 @@ CODE_DIFFERENCES = (
         "in-training validation (greedy) on the noisy weights in async mode",
         lambda p: "every evaluation on the clean weights (sigma 0)",
         untested="no number here comes from in-training validation; every evaluation is clean",
+    ),
+    CodeDifference(
+        "which draw",
+        "one draw per trajectory",
+        "the per-parameter seed's base is left unset, so each rollout process draws its own: "
+        "with tensor parallel 1 on 8 GPUs one step sees up to 8 perturbed policies, each "
+        "writing a slice of the batch",
+        _replicas,
+        ("Per-replica draws add to the released fixed noise",),
+    ),
+    CodeDifference(
+        "the KL proxy's log-probs",
+        "the noisy policy's log-probs against the clean policy's",
+        "vLLM's sampling log-probs (noisy) against the trainer's (clean): part of the 'KL' "
+        "Variant I steers is the vLLM-vs-trainer mismatch, not noise",
+        _engines,
+        untested="the testbed cannot copy it: sampling and training in one engine, it has no "
+        "mismatch to add to the noise's KL (its Variant I steers the noise's KL alone)",
+    ),
+    CodeDifference(
+        "PPO updates per rollout batch",
+        "not stated",
+        "about 21: verl mini-batches of 12 prompts from the 256 of a rollout batch",
+        _updates,
+        untested="no arm changes it: GRPO and every PSN arm share the profile's updates per "
+        "rollout batch (the paper profile copies the released ~21; the cpu testbed makes one)",
     ),
 )

@@ -37,6 +37,9 @@ PSN_NO_TIS = Variant("PSN, no TIS", arms.PSN_NO_TIS)
 PSN_ATTENTION = Variant("PSN attention", arms.PSN, {"noise_targets": ["attn"]})
 PSN_ALL_LAYERS = Variant("PSN all layers", arms.PSN, {"noise_targets": ["all"]})
 PSN_RELEASED = Variant("PSN released code", arms.PSN_RELEASED)  # per step, every parameter, Var. I
+# The released launcher's default: per step, every parameter, sigma fixed (profile's rule).
+PSN_RELEASED_FIXED = Variant("PSN released code, fixed", arms.PSN_RELEASED_FIXED)
+RELEASED_REPLICAS = 8  # the released launcher's rollout replicas, each its own draw per step
 GRPO_PASSK = Variant("GRPO + Pass@k training", arms.GRPO, {"advantage_mode": "passk"})
 PSN_PASSK = Variant("PSN + Pass@k training", arms.PSN, {"advantage_mode": "passk"})
 
@@ -178,6 +181,14 @@ def across_models(p: Profile) -> Plan:
     return Plan("across_models", p, variants, p.ablation_seeds, benchmarks_of(p, "id"))
 
 
+def tis_three_way(p: Profile) -> Plan:
+    """Whether the gain is the noise or TIS (issue 41): GRPO, PSN without TIS, PSN fixed with
+    token-level TIS and the released code's fixed configuration (with TIS), paired at the main
+    seeds on the in-distribution benchmarks (notebook 04)."""
+    variants = [GRPO, PSN_NO_TIS, PSN, PSN_RELEASED_FIXED]
+    return Plan("tis_three_way", p, variants, p.seeds, benchmarks_of(p, "id"))
+
+
 def tis_ablation(profile: Profile) -> Plan:
     """PSN without TIS, with one sequence-level ratio and with a tighter cap, beside GRPO and
     PSN with token-level TIS (notebook 04)."""
@@ -230,17 +241,39 @@ def sigma_sweep(p: Profile) -> Plan:
 
 
 def released_code(p: Profile) -> Plan:
-    """GRPO, the write-up's PSN fixed and the released code's PSN (one draw per step on every
-    parameter, Variant I at KL 0.003) on the in-distribution benchmarks at the main seeds
-    (notebook 03)."""
-    variants = [GRPO, PSN, PSN_RELEASED]
+    """GRPO, the write-up's PSN fixed and the released code's two configurations (one draw per
+    step on every parameter: its launcher's fixed sigma, and Variant I at KL 0.003, its README's
+    adaptive example) on the in-distribution benchmarks at the main seeds (notebook 03)."""
+    variants = [GRPO, PSN, PSN_RELEASED_FIXED, PSN_RELEASED]
     return Plan("released_code", p, variants, p.seeds, benchmarks_of(p, "id"))
+
+
+def released_replicas(p: Profile) -> Variant:
+    """The released fixed configuration with ``RELEASED_REPLICAS`` independent draws per step,
+    each over one slice of the step's prompts (its launcher's rollout replicas; at most one
+    per prompt of a step, so the smoke profile's 4)."""
+    R = min(RELEASED_REPLICAS, p.rl_prompts_per_step)
+    tags = {"ablation": "replicas", "value": R}
+    return Variant(
+        f"PSN released code, fixed, {R} replicas",
+        arms.PSN_RELEASED_FIXED,
+        {"noise_replicas": R},
+        tags=tags,
+    )
 
 
 def released_code_ablation(profile: Profile) -> Plan:
     """From the write-up's PSN to the released code's one change at a time: per-step noise on the
-    MLP (the scope alone), then every parameter with Variant I (notebook 06)."""
-    return _ablation("released_code_ablation", profile, PSN_STEP, PSN_RELEASED)
+    MLP (the scope alone), then every parameter at the released fixed sigma, then one draw per
+    rollout replica, and Variant I (notebook 06)."""
+    return _ablation(
+        "released_code_ablation",
+        profile,
+        PSN_STEP,
+        PSN_RELEASED_FIXED,
+        released_replicas(profile),
+        PSN_RELEASED,
+    )
 
 
 def rollout_temperature(p: Profile) -> Variant:
@@ -257,10 +290,10 @@ def entropy_bonus(coef: float) -> Variant:
 
 
 def exploration_baselines(p: Profile) -> Plan:
-    """GRPO, the two PSNs, and token-level exploration: a raised rollout temperature and each of
+    """GRPO, the PSNs, and token-level exploration: a raised rollout temperature and each of
     the profile's entropy bonuses, on the in-distribution benchmarks at the baseline seeds
     (notebook 16)."""
-    variants = [GRPO, PSN, PSN_RELEASED, rollout_temperature(p)]
+    variants = [GRPO, PSN, PSN_RELEASED_FIXED, PSN_RELEASED, rollout_temperature(p)]
     variants += [entropy_bonus(c) for c in p.entropy_coefs]
     return Plan("exploration_baselines", p, variants, p.baseline_seeds, benchmarks_of(p, "id"))
 
@@ -339,6 +372,7 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
         main_results,
         released_code,
         across_models,
+        tis_three_way,
         tis_ablation,
         noise_site,
         sigma_sweep,

@@ -3,10 +3,12 @@
 A ``Task`` is one policy of the plan (``experiments.planned_work``: a variant at a seed) with
 every benchmark any experiment evaluates it on; an RL task trains the run, evaluates it and, for
 GRPO at the premise's seeds, runs the premise on the checkpoint it has just made, so no
-checkpoint ever has to travel. ``tasks`` lists them in the order that answers the primary
-comparisons first (``PRIORITY``); ``run_task`` computes one and writes its record; ``status``
-says, per task, whether its record is done, missing or stale, and ``estimate`` what a task will
-cost, from the records' measured CPU seconds.
+checkpoint ever has to travel; GRPO at the main seeds also keeps its policy at the profile's
+``path_steps`` and evaluates each like the final one (its training path, the frontier of "GRPO
+trained less": ``psnlib.replication.frontier``). ``tasks`` lists them in the order that answers
+the primary comparisons first (``PRIORITY``); ``run_task`` computes one and writes its record;
+``status`` says, per task, whether its record is done, missing or stale, and ``estimate`` what a
+task will cost, from the records' measured CPU seconds.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.probes import PROBES, probe_seed
 from psnlib.replication.profiles import Profile
+from psnlib.replication.runs import load_path_policy
 from psnlib.replication.store import weights_fingerprint
 from psnlib.replication.variants import (
     BASE,
@@ -37,27 +40,36 @@ from psnlib.replication.variants import (
     start_name,
 )
 
-# The plans whose policies run first, group by group: GRPO (with the premise) and the released
-# code's PSN, then the other main arms, then the exploration baselines; the rest (ablations, other
-# models) last. Within a group, seed by seed, so the pairs of a comparison fill in together.
+# The plans whose policies run first, group by group: the primary comparisons of issue 41 at the
+# main seeds (GRPO with the premise and its path, PSN fixed and adaptive II, the released code's
+# two PSNs, the TIS three-way, the exploration baselines), then the other main arms (weak
+# prefixes, the out-of-distribution evaluations); the rest (ablations, other models) last. Within
+# a group, seed by seed, so that the pairs of every comparison fill in together.
 PRIORITY = (
-    ("rl_narrows_coverage", "released_code"),
-    ("main_results", "weak_prefix", "entropy_dynamics", "coverage", "ood"),
-    ("exploration_baselines",),
+    (
+        "rl_narrows_coverage",
+        "released_code",
+        "main_results",
+        "tis_three_way",
+        "exploration_baselines",
+    ),
+    ("weak_prefix", "entropy_dynamics", "coverage", "ood"),
 )
 
 
 @dataclass(frozen=True)
 class Task:
     """One policy of the plan: ``variant`` at ``seed``, evaluated on ``benchmarks``, the premise
-    on its checkpoint if ``premise``, and ``probes`` (names of ``psnlib.replication.probes.
-    PROBES``) on its policy."""
+    on its checkpoint if ``premise``, ``probes`` (names of ``psnlib.replication.probes.
+    PROBES``) on its policy, and its training path: the policies its run keeps at the steps of
+    ``path``, each evaluated on ``benchmarks``."""
 
     variant: Variant
     seed: int
     benchmarks: tuple[str, ...]
     premise: bool = False
     probes: tuple[str, ...] = ()
+    path: tuple[int, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -71,12 +83,15 @@ class Task:
     def expected(self, profile: Profile) -> ledger.Expected:
         """What its record must match (``psnlib.replication.variants.expectation``)."""
         settings = premise_settings(profile) if self.premise else None
-        return expectation(profile, self.variant, self.seed, self.benchmarks, settings, self.probes)
+        return expectation(
+            profile, self.variant, self.seed, self.benchmarks, settings, self.probes, self.path
+        )
 
     def name(self) -> str:
         """How progress lines name it."""
         what = f"{self.variant.label} seed {self.seed} ({len(self.benchmarks)} benchmarks"
         extra = ["premise"] if self.premise else []
+        extra += [f"path at steps {', '.join(map(str, self.path))}"] if self.path else []
         return what + "".join(f", {x}" for x in [*extra, *self.probes]) + ")"
 
 
@@ -96,6 +111,7 @@ def tasks(profile: Profile) -> list[Task]:
     """Every task of ``profile``'s plan, primary comparisons first (``PRIORITY``)."""
     premise_seeds = set(premise(profile).seeds)
     grpo = {GRPO.run_key(profile, seed): seed for seed in premise_seeds}
+    pathed = {GRPO.run_key(profile, seed): seed for seed in profile.seeds}
     probed: dict[str, list[str]] = {}
     for name, probe in PROBES.items():
         for v in probe.variants:
@@ -107,6 +123,7 @@ def tasks(profile: Profile) -> list[Task]:
             benchmarks,
             premise=grpo.get(key := v.run_key(profile, seed)) == seed,
             probes=tuple(probed.get(key, ())),
+            path=profile.path_steps if pathed.get(key) == seed else (),
         )
         for v, seed, benchmarks in planned_work(profile)
     ]
@@ -116,11 +133,11 @@ def tasks(profile: Profile) -> list[Task]:
 
 
 def run_task(profile: Profile, task: Task) -> dict[str, Any]:
-    """Compute ``task`` (train, evaluate, premise, probes; each resumed from the caches where a
-    sitting was cut short), write its record and return it."""
+    """Compute ``task`` (train, evaluate, premise, probes, path; each resumed from the caches where
+    a sitting was cut short), write its record and return it."""
     p, key = task.variant.profile(profile), task.key(profile)
     cpu = time.process_time()
-    model, tokenizer, log = load_variant(profile, task.variant, task.seed)
+    model, tokenizer, log = load_variant(profile, task.variant, task.seed, task.path)
     trained = time.process_time() - cpu
     if "step_cpu_time" in log:  # the trainer's own measure, whichever sitting trained it
         trained = float(log["step_cpu_time"].sum())
@@ -146,6 +163,10 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
             {name: PROBES[name].compute(p, model, tokenizer) for name in task.probes}
         )
     probed = time.process_time() - cpu
+    cpu = time.process_time()
+    if task.path:
+        record["path"] = _path(p, task, key)
+    pathed = time.process_time() - cpu
     start, _, _ = base_policy(p)
     run = None if task.kind == "base" else task.variant.run(profile, task.seed)
     settings = {} if run is None else run.settings()
@@ -169,11 +190,33 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
             "evaluate": evaluated,
             "premise": premised,
             "probes": probed,
+            "path": pathed,
         },
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     ledger.write(record)
     return record
+
+
+def _path(profile: Profile, task: Task, key: str) -> dict[str, Any]:
+    """The ``path`` of ``task``'s record: the policy its run kept at each step of ``task.path``,
+    evaluated like the final one (run key ``<key>-step<N>``), with its weights fingerprint."""
+    run_dir = task.variant.run_path(profile, task.seed)
+    weights, benchmarks = {}, {}
+    for step in task.path:
+        model, tokenizer = load_path_policy(run_dir, step)
+        weights[str(step)] = weights_fingerprint(model)
+        parts = evaluate_parts(
+            model,
+            tokenizer,
+            profile,
+            task.benchmarks,
+            run_key=f"{key}-step{step}",
+            seed=EVAL_SEED,
+            progress=False,
+        )
+        benchmarks[str(step)] = ledger.parts_json(parts)
+    return {"steps": list(task.path), "weights": weights, "benchmarks": benchmarks}
 
 
 def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
@@ -196,6 +239,7 @@ def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
         rows.append(
             {"policy": task.variant.label, "arm": task.variant.arm.name, "seed": task.seed}
             | {"run": expected.key, "benchmarks": len(task.benchmarks), "premise": task.premise}
+            | {"path": len(task.path)}
             | {"state": state, "why": "; ".join(wrong), "cpu_seconds": cpu}
         )
     return pd.DataFrame(rows)
@@ -203,14 +247,16 @@ def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
 
 def estimate(table: pd.DataFrame) -> pd.Series:
     """CPU seconds each task of ``status``'s table costs: its own record's where done; else the
-    median of the done records of its arm with as many benchmarks and the same premise flag, else
-    of any arm with as many benchmarks, else of every done record (NaN with none done)."""
+    median of the done records of its arm with as many benchmarks, the same premise flag and as
+    many path steps, else of any arm with as many benchmarks, else of every done record (NaN with
+    none done)."""
     done = table[table["state"] == "done"]
     rough = [
         lambda row: (
             (done["arm"] == row.arm)
             & (done["benchmarks"] == row.benchmarks)
             & (done["premise"] == row.premise)
+            & (done["path"] == row.path)
         ),
         lambda row: done["benchmarks"] == row.benchmarks,
         lambda row: done["arm"] == done["arm"],

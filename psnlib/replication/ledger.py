@@ -15,17 +15,20 @@ never edited; it holds everything the notebooks and claims read from that task:
   (``psnlib.replication.codeversion``);
 - the tables: ``log`` (one row per training step), ``benchmarks`` (per benchmark the per-problem
   table, correct counts included so unbiased pass@k can be recomputed, and the pass@k curve),
-  where the task ran it ``premise`` (its settings and its three stored parts), and ``probes``
+  where the task ran it ``premise`` (its settings and three stored parts per noise site), ``probes``
   (what a notebook shows of this task's policy beyond its evaluations:
-  ``psnlib.replication.probes.PROBES``);
+  ``psnlib.replication.probes.PROBES``), and for GRPO at the main seeds ``path``: the policies
+  its run kept along the way, evaluated like the final one (``{"steps": [N, ...], "weights":
+  {"N": fingerprint}, "benchmarks": {"N": {benchmark: tables}}}``, ``path_tables``);
 - the machine and the cost: CPU model, torch threads, package versions, CPU seconds of training,
-  evaluation and premise.
+  evaluation, premise, probes and path.
 
 ``load`` reads a record and checks its shape: a damaged one (truncated, not JSON, the wrong
 schema, a key other than its file's name, a table that is not one) is named in one warning and
 treated as missing, so it is recomputed, never used. ``problems`` says why a whole record cannot
-be used *here*: another profile, evaluation settings or starting point, a benchmark it lacks, or
-code that has changed since (*stale*). Records are never pooled across those.
+be used *here*: another profile, evaluation settings or starting point, a benchmark, premise,
+probe or path step it lacks, or code that has changed since (*stale*). Records are never pooled
+across those.
 
 The ledger's folder is ``$PSNLIB_RESULTS/<profile>/`` where that is set (``make reproduce
 --out`` sets it), else the checkout's ``results/<profile>/``.
@@ -74,7 +77,15 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 # The columns a benchmark's tables must have for the analysis to read them: as in the store.
 TABLE_COLUMNS = PART_TABLES
-PREMISE_PARTS = ("noise", "match", "temperature")  # premise.PARTS: its stored steps, in order
+# premise.PARTS: its stored steps, in order, per noise site (the MLP's, then every parameter's)
+PREMISE_PARTS = (
+    "noise",
+    "match",
+    "temperature",
+    "every_parameter_noise",
+    "every_parameter_match",
+    "every_parameter_temperature",
+)
 
 
 def results_root() -> Path:
@@ -146,13 +157,9 @@ def shape_problems(record: Any, key: str) -> list[str]:
         return [f"kind {record['kind']!r} is not one of {KINDS}"]
     if not _is_table(record["log"]):
         wrong.append("log is not a table")
-    for benchmark, tables in record["benchmarks"].items():
-        for name, columns in TABLE_COLUMNS.items():
-            table = tables.get(name) if isinstance(tables, dict) else None
-            if not _is_table(table) or not set(columns) <= set(table["columns"]):
-                wrong.append(f"benchmark {benchmark}: {name} is not a table with {columns}")
-            elif not table["data"]:
-                wrong.append(f"benchmark {benchmark}: {name} has no rows")
+    wrong += _benchmark_problems(record["benchmarks"], "benchmark")
+    if "path" in record:
+        wrong += _path_problems(record["path"])
     probes = record.get("probes", {})
     if not isinstance(probes, dict) or not all(
         isinstance(tables, dict) and tables and all(_is_table(t) for t in tables.values())
@@ -175,11 +182,47 @@ def shape_problems(record: Any, key: str) -> list[str]:
     return wrong
 
 
+def _benchmark_problems(benchmarks: Any, where: str) -> list[str]:
+    """What is wrong with a set of benchmarks' tables (``TABLE_COLUMNS``); ``where`` names them."""
+    if not isinstance(benchmarks, dict):
+        return [f"{where}s are not a set of benchmarks"]
+    wrong = []
+    for benchmark, tables in benchmarks.items():
+        for name, columns in TABLE_COLUMNS.items():
+            table = tables.get(name) if isinstance(tables, dict) else None
+            if not _is_table(table) or not set(columns) <= set(table["columns"]):
+                wrong.append(f"{where} {benchmark}: {name} is not a table with {columns}")
+            elif not table["data"]:
+                wrong.append(f"{where} {benchmark}: {name} has no rows")
+    return wrong
+
+
+def _path_problems(path: Any) -> list[str]:
+    """What is wrong with a record's ``path``: its ``steps`` distinct integers, and per step (its
+    decimal string) a weights fingerprint and benchmarks' tables."""
+    steps = path.get("steps") if isinstance(path, dict) else None
+    if not isinstance(steps, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in steps
+    ):
+        return ["path does not hold a list of integer steps"]
+    wrong = [f"path: steps {steps} are not distinct"] if len(set(steps)) != len(steps) else []
+    for part, kind in (("weights", str), ("benchmarks", dict)):
+        held = path.get(part)
+        if not isinstance(held, dict) or set(held) != {str(s) for s in steps}:
+            wrong.append(f"path: {part} is not one entry per step {steps}")
+        elif not all(isinstance(v, kind) for v in held.values()):
+            wrong.append(f"path: {part} are not {kind.__name__}s")
+        elif part == "benchmarks":
+            for step, benchmarks in held.items():
+                wrong += _benchmark_problems(benchmarks, f"path step {step} benchmark")
+    return wrong
+
+
 def _premise_values(parts: dict[str, dict]) -> list[str]:
     """What is wrong with the values the premise's parts must hold: a finite temperature in the
-    match and the temperature part alike."""
+    match and the temperature part of each noise site alike."""
     wrong = []
-    for part in ("match", "temperature"):
+    for part in (p for p in PREMISE_PARTS if p.endswith(("match", "temperature"))):
         result = parts[part].get("result")
         rows = json_table(result) if result is not None else pd.DataFrame()
         T = rows["temperature"].iloc[0] if "temperature" in rows and len(rows) else None
@@ -221,7 +264,8 @@ class Expected:
     """What a task's record must match to be used: its profile and key, the code versions of
     the computations it needs, its evaluation settings, the benchmarks it needs, the starting
     policy's fingerprint (None where none is known here), the premise's settings where it needs
-    the premise, and the probes it needs (``psnlib.replication.probes.PROBES``)."""
+    the premise, the probes it needs (``psnlib.replication.probes.PROBES``), and the steps of its
+    training path (``path``), each evaluated on ``benchmarks``."""
 
     profile: str
     key: str
@@ -231,6 +275,7 @@ class Expected:
     start: str | None = None
     premise: dict[str, Any] | None = None
     probes: tuple[str, ...] = ()
+    path: tuple[int, ...] = ()
 
 
 def problems(record: dict[str, Any], expected: Expected) -> list[str]:
@@ -262,7 +307,23 @@ def problems(record: dict[str, Any], expected: Expected) -> list[str]:
     lacking = [name for name in expected.probes if name not in record.get("probes", {})]
     if lacking:
         wrong.append(f"lacks the probes {lacking}")
+    if expected.path:
+        wrong += _path_lacks(record.get("path"), expected)
     return wrong
+
+
+def _path_lacks(path: dict[str, Any] | None, expected: Expected) -> list[str]:
+    """Why a record's ``path`` cannot stand for the training path ``expected`` needs."""
+    want = sorted(expected.path)
+    if path is None:
+        return [f"lacks the training path (the policies of steps {want})"]
+    if sorted(path["steps"]) != want:
+        return [f"its training path holds steps {sorted(path['steps'])}, not {want}"]
+    return [
+        f"its training path step {step} lacks the benchmarks {missing}"
+        for step in want
+        if (missing := [b for b in expected.benchmarks if b not in path["benchmarks"][str(step)]])
+    ]
 
 
 def usable(expected: Expected) -> dict[str, Any] | None:
@@ -283,6 +344,18 @@ def benchmark_tables(
     """A record's tables of ``benchmarks``: ``{benchmark: {"problems": ..., "curves": ...}}``."""
     return {
         b: {n: json_table(record["benchmarks"][b][n]) for n in TABLE_COLUMNS} for b in benchmarks
+    }
+
+
+def path_tables(
+    record: dict[str, Any], benchmarks: tuple[str, ...]
+) -> dict[int, dict[str, dict[str, pd.DataFrame]]]:
+    """A record's training path: per kept step (in order), its tables of ``benchmarks`` as
+    ``benchmark_tables`` gives the final policy's; ``{}`` where the record has no path."""
+    path = record.get("path", {"steps": []})
+    return {
+        step: benchmark_tables({"benchmarks": path["benchmarks"][str(step)]}, benchmarks)
+        for step in sorted(path["steps"])
     }
 
 

@@ -2,33 +2,46 @@
 temperature at the same pass@1, tested on every GRPO checkpoint of the main seeds.
 
 Per checkpoint (the plain GRPO run of one seed; nothing new is trained) on the main benchmark,
-``eval_problems`` problems x ``eval_samples`` samples:
+``eval_problems`` problems x ``eval_samples`` samples, at each of two noise *sites* (``SITES``):
+PSN fixed's, the MLP at ``psn_sigma``, and the released code's, every floating-point parameter
+(``psnlib.noise.EVERY_PARAMETER``) at the sigma of the ``psn_released_fixed`` arm
+(``site_sigmas``: cpu 0.00558; ``psn_sigma`` where the profile states none), steps 1-3:
 
-1. **Noise.** Sampled at the profile's ``eval_temperature`` under MLP noise of the PSN fixed arm's
-   ``psn_sigma``, ``W~ = W + sigma * eps``, drawn afresh for each checkpoint (``noise_seed``: its
-   training seed). The samples come in ``D = gcd(DRAWS, eval_samples)`` *pooled draws* (4 at
-   cpu, as ``regime.premise_check`` and docs/regime.md's probe): draw d (``eps`` of noise index
-   d) writes ``eval_samples / D`` samples of every problem with the sampling stream ``EVAL_SEED
-   + d``. The papers' reading, one brain per trajectory, does not fit the budget of about a
-   minute per checkpoint: on a cpu GRPO checkpoint (one thread, 100 problems x 256 samples, a
-   loaded machine) sampling took 11 CPU s in one draw, 17 s in 4, 24 s in 8 (the decoder shares
-   a prompt's common prefixes only within a draw) and 96 s with a draw per sample
-   (``perturbed_rows``). Fewer brains can only narrow what the noise reaches, so pooled draws
-   make the test conservative for the noise. A whole checkpoint (steps 1-3) took 62 CPU s there:
-   22 s noise, 16 s search (4 estimates), 24 s temperature.
-2. **The matched temperature** (``match_temperature``): the T whose clean pass@1 on the same
-   problems equals the noisy pass@1 ``p*``. Cheap estimates ``f(T)``, the clean pass@1 from
-   ``eval_samples / SEARCH_SHARE`` samples per problem (one stream, ``EVAL_SEED``, the same at
-   every T), bracket it: from ``T0 = eval_temperature`` upwards if ``f(T0) > p*`` (noise lowers
-   pass@1, the usual case), else downwards, in steps ``STEP``, ``2 STEP``, ``4 STEP``, ... up to
+1. **Noise.** Sampled at the profile's ``eval_temperature`` under the site's noise,
+   ``W~ = W + sigma * eps``, drawn afresh for each checkpoint (``noise_seed``: its training
+   seed). The draws follow training (``draws_for``): PSN fixed at scope 'rollout' (the smoke and
+   cpu profiles') gives rollout k of every group noise sample k, so a group's G rollouts see
+   ``G = num_generations`` brains; here each problem's samples see as many, ``D =
+   num_generations`` draws (8 at cpu; it must divide ``eval_samples``), draw d (noise index d)
+   writing ``eval_samples / D`` samples of every problem with the sampling stream ``EVAL_SEED +
+   d``, the weights perturbed in place (``perturbed``: every-parameter noise has no per-row
+   form) and restored bit-exactly. The papers' reading, one brain per trajectory, does not fit
+   the budget of about a minute per checkpoint and site; fewer brains than samples can only
+   narrow what the noise reaches, so the test is conservative for the noise against that
+   reading, no more than training is. Costs on a cpu GRPO checkpoint (one torch thread, 100
+   problems x 256 samples, a loaded 2-core machine): with 4 pooled draws, as the premise drew
+   them before, sampling took 11 CPU s in one draw, 17 s in 4, 24 s in 8 (the decoder shares a
+   prompt's common prefixes only within a draw) and 96 s with a draw per sample
+   (``perturbed_rows``), and a whole checkpoint (steps 1-3, the MLP site only) 62 CPU s: 22 s
+   noise, 16 s search (4 estimates), 24 s temperature. With 8 draws and both sites
+   (``premise_at_seed("cpu", 0)`` on the seed-0 checkpoint) it took 111 CPU s: the MLP site 25 s
+   noise, 14 s search (4 estimates), 24 s temperature; every parameter 24 s noise, 0 s search
+   (its 4 estimates were the MLP search's), 23 s temperature.
+2. **The matched temperature** (``match_temperature``), per site: the T whose clean pass@1 on
+   the same problems equals the site's noisy pass@1 ``p*``. Cheap estimates ``f(T)``, the clean
+   pass@1 from ``eval_samples / SEARCH_SHARE`` samples per problem (one stream, ``EVAL_SEED``,
+   the same at every T; one checkpoint's two searches share an estimate at a T both visit),
+   bracket it: from ``T0 = eval_temperature`` upwards if ``f(T0) > p*`` (noise lowers pass@1,
+   the usual case), else downwards, in steps ``STEP``, ``2 STEP``, ``4 STEP``, ... up to
    ``T_HI`` (down to ``T_LO``), until ``f`` crosses ``p*``; ``ITERATIONS`` bisection steps
    halve that bracket and T is where the chord between its ends crosses ``p*``. Where ``f``
    does not cross ``p*`` up to the bound, no temperature in ``[T_LO, T_HI]`` matches: the
    checkpoint is compared at the visited T whose ``f`` is nearest ``p*`` and its ``matched``
    row says ``False`` (with the pass@1 gap).
-3. **Temperature.** One full evaluation at T, clean weights, in the same D groups with the same
-   streams as the noise (common random numbers: sample j of group d of a problem draws the same
-   uniforms in both, so the two differ only by what changes the next-token distributions).
+3. **Temperature**, per site: one full evaluation at its T, clean weights, in the same D groups
+   with the same streams as the noise (common random numbers: sample j of group d of a problem
+   draws the same uniforms in both, so the two differ only by what changes the next-token
+   distributions).
 
 Each sample is judged exactly (Countdown's verifier; ``math_reward`` on a real benchmark), and
 only what the premise reads is kept per problem: ``n``, ``correct``, mean token entropy and length
@@ -37,19 +50,20 @@ profiled there, is left out). The sampler is psnlib's decoder (no vLLM engine).
 
 ``premise(profile)`` is the experiment's plan; its ``run`` returns the tables the claims read
 (``problems``: per policy, seed and problem ``n`` and ``correct``; ``psnlib.replication.
-claim_stats``) and ``matched``, one row per seed. ``premise_at_seed`` computes one checkpoint's
-evaluations (``python -m psnlib.replication.reproduce`` runs one task per seed) and keeps them in
-the result store under ``data/results/<profile>/premise-<run>-<hash>/`` (``premise_config``:
-every setting that changes them), one part per step, each written atomically: a finished
-checkpoint is loaded in seconds, a killed one resumes at its first missing part.
+claim_stats``; the MLP site's policies are ``SAMPLING_NOISE`` and ``MATCHED_TEMPERATURE``, the
+released site's ``SAMPLING_RELEASED_NOISE`` and ``RELEASED_MATCHED_TEMPERATURE``, each row with
+its ``site``) and ``matched``, one row per seed and site. ``premise_at_seed`` computes one
+checkpoint's evaluations (``python -m psnlib.replication.reproduce`` runs one task per seed) and
+keeps them in the result store under ``data/results/<profile>/premise-<run>-<hash>/``
+(``premise_config``: every setting that changes them), one part per site and step (``PARTS``),
+each written atomically: a finished checkpoint is loaded in seconds, a killed one resumes at its
+first missing part.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -58,22 +72,28 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from psnlib.io import data_dir
-from psnlib.metrics import bootstrap_ci, pass_at_k
+from psnlib.metrics import pass_at_k
+from psnlib.noise import EVERY_PARAMETER
 from psnlib.replication import arms, ledger
 from psnlib.replication.evaluation import EVAL_VERSION
 from psnlib.replication.experiments import GRPO, Plan, check_seeds, main_benchmark
 from psnlib.replication.premise_sampling import (
     ITERATIONS,
+    MLP,
     NOISE_STEP,
     SEARCH_SHARE,
+    SITES,
     STEP,
     T_HI,
     T_LO,
+    TIME,
+    curves,
     draws_for,
-    match_temperature,
     pass1,
     problems_of,
     sample_problems,
+    site_parts,
+    site_sigmas,
 )
 from psnlib.replication.profiles import Profile, get_profile
 from psnlib.replication.store import ResultStore, weights_fingerprint
@@ -81,50 +101,56 @@ from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import EVAL_SEED, Variant, expectation, load_variant
 from psnlib.replication.verdicts import paired_t_interval
 
-SAMPLING_NOISE = Variant("GRPO, sampled under noise", arms.GRPO)
+SAMPLING_NOISE = Variant("GRPO, sampled under noise", arms.GRPO)  # the MLP site
 MATCHED_TEMPERATURE = Variant("GRPO, temperature at equal pass@1", arms.GRPO)
-
-VERSION = 1  # bump when stored premise results change
-PARTS = ledger.PREMISE_PARTS  # the stored steps of one checkpoint, in order
-TIME = ("seconds", "cpu_seconds")
-# What each stored part must hold (``ResultStore.load``'s ``required``): one that parses but
-# lacks a table, a column or rows is named and computed again.
-PART_TABLES = {
-    "noise": {"problems": ("n", "correct"), "time": TIME},
-    "match": {
-        "search": ("temperature", "pass@1"),
-        "result": ("temperature", "matched"),
-        "time": TIME,
-    },
-    "temperature": {
-        "problems": ("n", "correct"),
-        "result": ("temperature", "matched"),
-        "time": TIME,
-    },
+SAMPLING_RELEASED_NOISE = Variant("GRPO, sampled under the released noise", arms.GRPO)
+RELEASED_MATCHED_TEMPERATURE = Variant(
+    "GRPO, temperature at the released noise's pass@1", arms.GRPO
+)
+# Each site's two policies: sampled under its noise, and at its matched temperature
+POLICIES = {
+    MLP: (SAMPLING_NOISE, MATCHED_TEMPERATURE),
+    EVERY_PARAMETER: (SAMPLING_RELEASED_NOISE, RELEASED_MATCHED_TEMPERATURE),
 }
+
+VERSION = 2  # bump when stored premise results change
+STEPS = ("noise", "match", "temperature")  # one site's stored steps, in order
+# The stored parts of one checkpoint, per site and step: the MLP site's keep the step's name,
+# the released site's are prefixed with its own. ``PARTS``, every part in order, is what a ledger
+# record's premise holds (``ledger.PREMISE_PARTS`` must equal it).
+SITE_PARTS = {site: {s: s if site == MLP else f"{site}_{s}" for s in STEPS} for site in SITES}
+PARTS = tuple(part for site in SITES for part in SITE_PARTS[site].values())
 
 
 @dataclass(frozen=True)
 class PremisePlan(Plan):
-    """The ``Plan`` of the premise (the module's docstring): ``SAMPLING_NOISE`` and
-    ``MATCHED_TEMPERATURE``, both the GRPO run of each seed, on the main benchmark; ``run``
-    evaluates them as the premise does (not through ``variants.compare``)."""
+    """The ``Plan`` of the premise (the module's docstring): per site (``SITES``) the policies of
+    ``POLICIES``, sampled under its noise and at its matched temperature, all the GRPO run of
+    each seed, on the main benchmark; ``run`` evaluates them as the premise does (not through
+    ``variants.compare``)."""
 
-    sigma: float = 0.0  # the noise's sigma: the profile's psn_sigma
-    draws: int = 1  # noise draws per evaluation (draws_for)
+    sigma: float = 0.0  # the MLP noise's sigma: the profile's psn_sigma
+    released_sigma: float = 0.0  # every parameter's: the released code's (site_sigmas)
+    draws: int = 1  # noise draws per evaluation, one per rollout slot (draws_for)
     search_samples: int = 1  # samples per problem of the search's cheap estimates
 
+    def sigma_at(self, site: str) -> float:
+        """The sigma of the noise at ``site`` (one of ``SITES``)."""
+        return {MLP: self.sigma, EVERY_PARAMETER: self.released_sigma}[site]
+
     def arms(self) -> pd.DataFrame:
-        """The two policies and how each is sampled (both: the plain GRPO run)."""
+        """The policies, their site and how each is sampled (all: the plain GRPO run)."""
         p, n = self.profile, self.profile.eval_samples
-        noise = (
-            f"the GRPO run at T={p.eval_temperature:g} under MLP noise sigma={self.sigma:g} "
-            f"({self.draws} draws x {n // self.draws} samples)"
-        )
-        temperature = "the GRPO run, clean weights, at the T whose pass@1 equals the noise's"
-        rows = [(SAMPLING_NOISE.label, noise), (MATCHED_TEMPERATURE.label, temperature)]
-        table = pd.DataFrame(rows, columns=["policy", "sampling"]).assign(seeds=len(self.seeds))
-        return table.set_index("policy")
+        rows = []
+        for site in SITES:
+            noise, temperature = POLICIES[site]
+            sigma, share = self.sigma_at(site), n // self.draws
+            how = f"under {site} noise sigma={sigma:g} ({self.draws} draws x {share} samples)"
+            rows.append((noise.label, site, f"the GRPO run at T={p.eval_temperature:g} {how}"))
+            hot = f"the GRPO run, clean weights, at the T whose pass@1 equals the {site} noise's"
+            rows.append((temperature.label, site, hot))
+        table = pd.DataFrame(rows, columns=["policy", "site", "sampling"])
+        return table.assign(seeds=len(self.seeds)).set_index("policy")
 
     def pending(self, seeds: tuple[int, ...] | None = None) -> pd.DataFrame:
         """One row per seed with something left to compute: seed, run, ``train`` (the GRPO run
@@ -151,7 +177,8 @@ class PremisePlan(Plan):
             return f"[psnlib] {self.name}: all {total} checkpoints' evaluations are cached"
         return (
             f"[psnlib] {self.name}: {int(todo['train'].sum())} of {total} GRPO runs to train, "
-            f"{int(todo['premise'].sum())} checkpoints to evaluate (noise, search, temperature)"
+            f"{int(todo['premise'].sum())} checkpoints to evaluate (noise, search, temperature "
+            f"at {len(SITES)} sites)"
         )
 
     def run(
@@ -160,11 +187,12 @@ class PremisePlan(Plan):
         """Every checkpoint at ``seeds`` (default: the plan's; ``check_seeds``) evaluated under
         noise and at its matched temperature (``premise_at_seed``; cached).
 
-        Returns ``problems`` (per policy, seed and problem: ``pool_draws``' columns, with
-        ``sigma`` and ``temperature``), ``curves`` (per policy, seed and k: pass_at_k and its
-        bootstrap interval over problems, lo / hi), ``summary`` (``summaries.summarize``),
-        ``logs`` (empty: nothing is trained here), ``matched`` (one row per seed) and
-        ``search`` (every cheap estimate of the temperature search: seed, temperature, pass@1).
+        Returns ``problems`` (per policy, seed and problem: its ``site`` and ``pool_draws``'
+        columns, with ``sigma`` and ``temperature``), ``curves`` (per policy, seed and k:
+        pass_at_k and its bootstrap interval over problems, lo / hi), ``summary``
+        (``summaries.summarize``), ``logs`` (empty: nothing is trained here), ``matched`` (one
+        row per seed and site) and ``search`` (every cheap estimate of the temperature searches:
+        seed, site, temperature, pass@1).
         """
         seeds = check_seeds(seeds) or self.seeds  # before any work
         if progress:
@@ -185,7 +213,8 @@ class PremisePlan(Plan):
 
 def premise(profile: str | Profile) -> PremisePlan:
     """The premise at ``profile`` (a ``Profile`` or its name): noise against temperature at
-    equal pass@1 on the GRPO run of every main seed, on the main benchmark (notebook 01b)."""
+    equal pass@1 on the GRPO run of every main seed, on the main benchmark, at each noise site
+    (notebook 01b)."""
 
     p = get_profile(profile)
     search = p.eval_samples // SEARCH_SHARE
@@ -199,22 +228,25 @@ def premise(profile: str | Profile) -> PremisePlan:
             f"profile {p.name!r}: eval_temperature must lie in the searched [{T_LO}, {T_HI}], "
             f"got {p.eval_temperature}"
         )
-    variants = [SAMPLING_NOISE, MATCHED_TEMPERATURE]
+    variants = [v for site in SITES for v in POLICIES[site]]
+    sigmas = site_sigmas(p)
     return PremisePlan(
         "premise",
         p,
         variants,
         p.seeds,
         (main_benchmark(p),),
-        sigma=p.psn_sigma,
+        sigma=sigmas[MLP],
+        released_sigma=sigmas[EVERY_PARAMETER],
         draws=draws_for(p),
         search_samples=search,
     )
 
 
 def premise_settings(profile: Profile) -> dict[str, Any]:
-    """The settings of the premise at ``profile``: the benchmark and sizes, the noise and the
-    rule (a run's ledger record keeps them, ``psnlib.replication.ledger``)."""
+    """The settings of the premise at ``profile``: the benchmark and sizes, the noise (its draws
+    and each site's sigma) and the rule (a run's ledger record keeps them,
+    ``psnlib.replication.ledger``)."""
     plan = premise(profile)
     return {
         "benchmark": plan.benchmarks[0],
@@ -222,8 +254,11 @@ def premise_settings(profile: Profile) -> dict[str, Any]:
         "samples": profile.eval_samples,
         "temperature": profile.eval_temperature,
         "max_new_tokens": profile.max_completion_length,
-        "sigma": plan.sigma,
-        "noise": {"targets": "mlp", "draws": plan.draws, "step": NOISE_STEP},
+        "noise": {
+            "sites": {site: plan.sigma_at(site) for site in SITES},  # targets -> sigma
+            "draws": plan.draws,  # one per rollout slot: num_generations
+            "step": NOISE_STEP,
+        },
         "rule": {
             "bounds": [T_LO, T_HI],
             "step": STEP,
@@ -254,31 +289,24 @@ def _stored(profile: Profile, run_key: str, config: dict[str, Any]) -> bool:
     return False
 
 
-def _timed(compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
-    """``compute()``'s tables plus ``time``: its wall and CPU seconds (this process)."""
-    start, cpu = time.perf_counter(), time.process_time()
-    tables = compute()
-    seconds = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
-    return tables | {"time": pd.DataFrame([seconds])}
-
-
 def premise_at_seed(profile: str | Profile, seed: int) -> dict[str, pd.DataFrame]:
-    """One checkpoint's premise (the module's steps 1-3), loaded where stored.
+    """One checkpoint's premise (the module's steps 1-3 at each site), loaded where stored.
 
-    Returns ``problems`` (both policies' per-problem tables), ``matched`` (one row: sigma,
-    draws, the matched temperature, whether it matched, pass@1 and pass@max of each policy,
-    the pass@1 gap temperature - noise, the wall and CPU seconds its parts took to compute and
-    a note where no temperature matched) and ``search`` (the search's cheap estimates).
+    Returns ``problems`` (every policy's per-problem tables), ``matched`` (one row per site:
+    site, sigma, draws, the matched temperature, whether it matched, pass@1 and pass@max of the
+    site's two policies, the pass@1 gap temperature - noise, the wall and CPU seconds its parts
+    took to compute and a note where no temperature matched) and ``search`` (the searches'
+    cheap estimates).
     """
     plan = premise(profile)
     return seed_tables(plan, seed, premise_parts(plan.profile, seed))
 
 
 def premise_parts(profile: Profile, seed: int) -> dict[str, dict[str, pd.DataFrame]]:
-    """The three stored parts of one checkpoint's premise (``PARTS``), computed where missing:
-    ``noise`` (its ``problems`` and ``time``), ``match`` (``search``, ``result``: the matched
-    temperature and whether it matched, ``time``) and ``temperature`` (``problems``, ``result``,
-    ``time``)."""
+    """The stored parts of one checkpoint's premise (``PARTS``), computed where missing: per
+    site (``SITE_PARTS``) its ``noise`` (``problems`` and ``time``), ``match`` (``search``,
+    ``result``: the matched temperature and whether it matched, ``time``) and ``temperature``
+    (``problems``, ``result``, ``time``)."""
     (seed,) = check_seeds([seed])  # an integer >= 0, or a ValueError naming it
     plan = premise(profile)
     p, benchmark = plan.profile, plan.benchmarks[0]
@@ -297,60 +325,61 @@ def premise_parts(profile: Profile, seed: int) -> dict[str, dict[str, pd.DataFra
         max_new_tokens=p.max_completion_length,
         noise_seed=seed,
     )
-
-    def full(temperature: float, sigma: float) -> pd.DataFrame:  # (P, ...) per problem
-        return draw(samples=p.eval_samples, draws=plan.draws, temperature=temperature, sigma=sigma)
+    estimates: dict[float, float] = {}  # T -> the cheap clean pass@1, shared by the sites
 
     def cheap(temperature: float) -> float:  # the search's estimate of the clean pass@1
-        return pass1(draw(samples=plan.search_samples, draws=1, temperature=temperature, sigma=0.0))
+        if temperature not in estimates:
+            table = draw(samples=plan.search_samples, draws=1, temperature=temperature, sigma=0.0)
+            estimates[temperature] = pass1(table)
+        return estimates[temperature]
 
-    noise = store.cached(
-        "noise",
-        lambda: _timed(lambda: {"problems": full(p.eval_temperature, plan.sigma)}),
-        required=PART_TABLES["noise"],
-    )
-    target = pass1(noise["problems"])
+    parts: dict[str, dict[str, pd.DataFrame]] = {}
+    for site in SITES:
 
-    def search() -> dict[str, pd.DataFrame]:
-        found = match_temperature(cheap, target, start=p.eval_temperature)
-        trace = pd.DataFrame(found.trace, columns=["temperature", "pass@1"])
-        result = pd.DataFrame([{"temperature": found.temperature, "matched": found.matched}])
-        return {"search": trace, "result": result}
+        def full(temperature: float, sigma: float, site: str = site) -> pd.DataFrame:  # (P, ...)
+            return draw(
+                samples=p.eval_samples,
+                draws=plan.draws,
+                temperature=temperature,
+                sigma=sigma,
+                site=site,
+            )
 
-    match = store.cached("match", lambda: _timed(search), required=PART_TABLES["match"])
-    T = float(match["result"]["temperature"].iloc[0])
-    if not math.isfinite(T) or T <= 0:  # a damaged part that still parses: searched again
-        match = _timed(search)
-        store.save("match", match)
-        T = float(match["result"]["temperature"].iloc[0])
-    hot = store.load("temperature", required=PART_TABLES["temperature"])
-    if hot is None or hot["result"]["temperature"].iloc[0] != T:  # stored at another T: again
-        hot = _timed(lambda: {"problems": full(T, 0.0), "result": match["result"]})
-        store.save("temperature", hot)
-    return {"noise": noise, "match": match, "temperature": hot}
+        parts |= site_parts(store, SITE_PARTS[site], full, cheap, plan.sigma_at(site), p)
+    return parts
 
 
 def seed_tables(
     plan: PremisePlan, seed: int, parts: dict[str, dict[str, pd.DataFrame]]
 ) -> dict[str, pd.DataFrame]:
-    """``premise_at_seed``'s tables from the three parts of one checkpoint (``premise_parts``,
-    or a ledger record's)."""
+    """``premise_at_seed``'s tables from the stored parts of one checkpoint (``PARTS``:
+    ``premise_parts``, or a ledger record's): per site, ``site_tables``, stacked."""
+    tables = [site_tables(plan, seed, site, parts) for site in SITES]
+    return {name: pd.concat([t[name] for t in tables], ignore_index=True) for name in tables[0]}
+
+
+def site_tables(
+    plan: PremisePlan, seed: int, site: str, parts: dict[str, dict[str, pd.DataFrame]]
+) -> dict[str, pd.DataFrame]:
+    """One site's ``problems`` (its two policies), ``matched`` (one row) and ``search`` tables
+    from its three parts of one checkpoint (``SITE_PARTS[site]`` of ``parts``)."""
     run = GRPO.run_key(plan.profile, seed)
-    noise, match, hot = (parts[name] for name in PARTS)
-    p, K = plan.profile, plan.profile.ks[-1]
+    noise, match, hot = (parts[SITE_PARTS[site][step]] for step in STEPS)
+    p, K, sigma = plan.profile, plan.profile.ks[-1], plan.sigma_at(site)
     T = float(match["result"]["temperature"].iloc[0])
     matched = bool(match["result"]["matched"].iloc[0])
-    row: dict[str, Any] = {"seed": seed, "run": run, "sigma": plan.sigma, "draws": plan.draws}
-    row |= {"temperature": T, "matched": matched}
+    row: dict[str, Any] = {"seed": seed, "run": run, "site": site, "sigma": sigma}
+    row |= {"draws": plan.draws, "temperature": T, "matched": matched}
     problems = []
-    arms = (
-        ("noise", SAMPLING_NOISE, noise, plan.sigma, p.eval_temperature),
-        ("temperature", MATCHED_TEMPERATURE, hot, 0.0, T),
+    policies = (
+        ("noise", POLICIES[site][0], noise, sigma, p.eval_temperature),
+        ("temperature", POLICIES[site][1], hot, 0.0, T),
     )
-    for who, variant, tables, sigma, temperature in arms:
-        table = tables["problems"].assign(sigma=sigma, temperature=temperature)
+    for who, variant, tables, sigma_, temperature in policies:
+        table = tables["problems"].assign(sigma=sigma_, temperature=temperature)
         front = pd.DataFrame(
-            {"policy": variant.label, "seed": seed, "benchmark": plan.benchmarks[0]},
+            {"policy": variant.label, "seed": seed, "site": site}
+            | {"benchmark": plan.benchmarks[0]},
             index=table.index,
         )
         problems.append(pd.concat([front, table], axis=1))
@@ -359,7 +388,7 @@ def seed_tables(
         row[f"{who} pass@{K}"] = float(pass_at_k(n, c, K).mean())
     row["pass@1 gap"] = row["temperature pass@1"] - row["noise pass@1"]
     row["search evaluations"] = len(match["search"])
-    for unit in ("seconds", "cpu_seconds"):  # of computing the three parts, where they were
+    for unit in TIME:  # of computing the site's three parts, where they were
         row[unit] = float(sum(part["time"][unit].iloc[0] for part in (noise, match, hot)))
     row["note"] = (
         ""
@@ -369,52 +398,42 @@ def seed_tables(
             "searched T whose pass@1 is nearest"
         )
     )
+    search = match["search"].assign(seed=seed, site=site)
     return {
         "problems": pd.concat(problems, ignore_index=True),
         "matched": pd.DataFrame([row]),
-        "search": match["search"].assign(seed=seed)[["seed", "temperature", "pass@1"]],
+        "search": search[["seed", "site", "temperature", "pass@1"]],
     }
 
 
 def paired_interval(matched: pd.DataFrame, profile: Profile, level: float = 0.95) -> pd.DataFrame:
-    """Noise minus temperature over the seeds of ``matched`` (``run``'s table, one row per
-    seed), in points: per statistic (pass@1, pass@K at the profile's largest K) and set of seeds
-    (every seed, as the claim reads them; those whose temperature matched), the seeds' mean of
-    each policy, the mean paired difference ``d_s = noise_s - temperature_s``, its SD over the S
-    seeds and the paired-t interval ``mean(d) +/- t_{(1 + level) / 2, S - 1} sd(d) / sqrt(S)``
-    (``scipy.stats.t``; NaN with fewer than two seeds)."""
+    """Noise minus temperature over the seeds of ``matched`` (``run``'s table, one row per seed
+    and site), in points, per site (a table without ``site``: the MLP's): per statistic (pass@1,
+    pass@K at the profile's largest K) and set of seeds (every seed, as the claim reads them;
+    those whose temperature matched), the seeds' mean of each policy, the mean paired difference
+    ``d_s = noise_s - temperature_s``, its SD over the S seeds and the paired-t interval
+    ``mean(d) +/- t_{(1 + level) / 2, S - 1} sd(d) / sqrt(S)`` (``scipy.stats.t``; NaN with
+    fewer than two seeds)."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
+    sites = matched["site"] if "site" in matched else pd.Series(MLP, index=matched.index)
     rows = []
-    for statistic in ("pass@1", f"pass@{profile.ks[-1]}"):
-        for which, table in (("all", matched), ("matched", matched[matched["matched"]])):
-            a, b = (
-                100 * table[f"{who} {statistic}"].to_numpy() for who in ("noise", "temperature")
-            )
-            d = a - b  # (S,) points
-            S = len(d)
-            sd = float(d.std(ddof=1)) if S > 1 else math.nan
-            lo, hi = paired_t_interval(d, level)
-            mean = float(d.mean()) if S else math.nan
-            rows.append(
-                {"statistic": statistic, "seeds": which, "S": S}
-                | {"noise": float(a.mean()) if S else math.nan}
-                | {"temperature": float(b.mean()) if S else math.nan}
-                | {"difference": mean, "sd": sd, "lo": lo, "hi": hi}
-            )
+    for site in sites.unique():
+        mine = matched[sites == site]
+        for statistic in ("pass@1", f"pass@{profile.ks[-1]}"):
+            for which, table in (("all", mine), ("matched", mine[mine["matched"]])):
+                a, b = (
+                    100 * table[f"{who} {statistic}"].to_numpy() for who in ("noise", "temperature")
+                )
+                d = a - b  # (S,) points
+                S = len(d)
+                sd = float(d.std(ddof=1)) if S > 1 else math.nan
+                lo, hi = paired_t_interval(d, level)
+                mean = float(d.mean()) if S else math.nan
+                rows.append(
+                    {"site": site, "statistic": statistic, "seeds": which, "S": S}
+                    | {"noise": float(a.mean()) if S else math.nan}
+                    | {"temperature": float(b.mean()) if S else math.nan}
+                    | {"difference": mean, "sd": sd, "lo": lo, "hi": hi}
+                )
     return pd.DataFrame(rows)
-
-
-def curves(problems: pd.DataFrame, ks: tuple[int, ...]) -> pd.DataFrame:
-    """Per policy, seed and benchmark of a ``problems`` table, and each k of ``ks``: the mean
-    unbiased pass@k over problems and its 95% bootstrap interval over problems (lo, hi)."""
-    rows = []
-    for (policy, seed, benchmark), table in problems.groupby(
-        ["policy", "seed", "benchmark"], sort=False
-    ):
-        curve = bootstrap_ci(
-            table["n"].to_numpy(), table["correct"].to_numpy(), list(ks), seed=EVAL_SEED
-        )
-        rows.append(curve.assign(policy=policy, seed=seed, benchmark=benchmark))
-    table = pd.concat(rows, ignore_index=True)
-    return table[["policy", "seed", "benchmark", "k", "pass_at_k", "lo", "hi"]]

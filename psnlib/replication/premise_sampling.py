@@ -1,11 +1,14 @@
 """Sampling for the premise (``psnlib.replication.premise``): a checkpoint's problems sampled
-under pooled noise draws or at a temperature on common random numbers, judged exactly, and the
-temperature whose clean pass@1 matches a target (``match_temperature``; the rule is in its
-docstring and in the premise's module doc, steps 1-3)."""
+under noise draws of a site (one draw per rollout slot, as training draws them: ``draws_for``) or
+at a temperature on common random numbers, judged exactly, the temperature whose clean pass@1
+matches a target (``match_temperature``; the rule is in its docstring and in the premise's module
+doc, steps 1-3), one site's stored steps of a checkpoint (``site_parts``) and the pass@k curves
+of the premise's tables (``curves``)."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,21 +17,42 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.metrics import bootstrap_ci
-from psnlib.noise import NoiseConfig, perturbed
+from psnlib.noise import EVERY_PARAMETER, NoiseConfig, perturbed
+from psnlib.replication import arms
 from psnlib.replication.evaluation import benchmark_problems
 from psnlib.replication.profiles import Profile
+from psnlib.replication.store import ResultStore
 from psnlib.replication.variants import EVAL_SEED
 from psnlib.response_metrics import mean_token_entropy
 from psnlib.sampling import decode, sample_prompts
 from psnlib.tasks import REAL_BENCHMARKS, math_reward
 from psnlib.tasks.countdown import Problem, verify
 
-DRAWS = 4  # noise draws per evaluation: D = gcd(DRAWS, eval_samples)
+MLP = "mlp"  # PSN fixed's noise site
+# The premise's noise sites: PSN fixed's (the profile's psn_sigma) and the released code's (every
+# floating-point parameter at the sigma of the psn_released_fixed arm: ``site_sigmas``).
+SITES = (MLP, EVERY_PARAMETER)
 SEARCH_SHARE = 8  # the search's cheap estimates take eval_samples / SEARCH_SHARE samples
 T_LO, T_HI = 0.5, 2.0  # the searched temperatures
 STEP = 0.25  # the search's first step from T0; each further one doubles
 ITERATIONS = 2  # bisection steps: a first bracket of width STEP narrowed to STEP / 4
 NOISE_STEP = -1  # the noise's step index: apart from every training step's draws (0, 1, ...)
+TIME = ("seconds", "cpu_seconds")
+# What each step's stored part must hold (``ResultStore.load``'s ``required``): one that parses
+# but lacks a table, a column or rows is named and computed again.
+PART_TABLES = {
+    "noise": {"problems": ("n", "correct"), "time": TIME},
+    "match": {
+        "search": ("temperature", "pass@1"),
+        "result": ("temperature", "matched"),
+        "time": TIME,
+    },
+    "temperature": {
+        "problems": ("n", "correct"),
+        "result": ("temperature", "matched"),
+        "time": TIME,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -105,9 +129,27 @@ def match_temperature(
 
 
 def draws_for(profile: Profile) -> int:
-    """Noise draws of the premise's evaluations at ``profile``: ``gcd(DRAWS, eval_samples)``,
-    each writing the same number of samples."""
-    return math.gcd(DRAWS, profile.eval_samples)
+    """Noise draws of the premise's evaluations at ``profile``: one per rollout slot, as PSN
+    fixed draws them in training at scope 'rollout' (rollout k of every group runs noise sample
+    k): ``D = num_generations`` draws, each writing ``eval_samples / D`` samples of every problem.
+    A ValueError where ``num_generations`` does not divide ``eval_samples``."""
+    D = profile.num_generations
+    if profile.eval_samples % D:
+        raise ValueError(
+            f"profile {profile.name!r}: the premise draws its noise once per rollout slot "
+            f"(num_generations={D} draws, each an equal share of every problem's samples), so "
+            f"num_generations must divide eval_samples, got eval_samples={profile.eval_samples}"
+        )
+    return D
+
+
+def site_sigmas(profile: Profile) -> dict[str, float]:
+    """The sigma of each of the premise's noise sites (``SITES``) at ``profile``: the MLP's is
+    PSN fixed's ``psn_sigma``; every parameter's is the released code's, the profile's sigma for
+    the ``psn_released_fixed`` arm (``Profile.arm_settings``), else ``psn_sigma`` where the
+    profile states none."""
+    released = dict(dict(profile.arm_settings).get(arms.PSN_RELEASED_FIXED, ()))
+    return {MLP: profile.psn_sigma, EVERY_PARAMETER: released.get("sigma", profile.psn_sigma)}
 
 
 def pool_draws(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -166,17 +208,19 @@ def sample_problems(
     noise_seed: int,
     max_new_tokens: int,
     seed: int = EVAL_SEED,
+    site: str = MLP,
 ) -> pd.DataFrame:
     """``samples`` completions of every problem of ``dataset``, judged (``judge``), in ``draws``
     groups: group d holds ``samples / draws`` samples drawn at ``temperature`` with the stream
-    ``seed + d`` under MLP noise draw d of ``sigma`` (noise index d, ``NOISE_STEP``,
-    ``noise_seed``; sigma 0: the clean weights, the same streams). Returns ``pool_draws`` of the
-    groups' tables: per problem prompt, n, correct, entropy (mean token entropy) and length (mean
-    completion tokens)."""
+    ``seed + d`` under noise draw d of ``sigma`` on ``site`` (a ``psnlib.noise.SITES`` key: noise
+    index d, ``NOISE_STEP``, ``noise_seed``; applied in place by ``perturbed``, which restores the
+    weights bit-exactly; sigma 0: the clean weights, the same streams). Returns ``pool_draws`` of
+    the groups' tables: per problem prompt, n, correct, entropy (mean token entropy) and length
+    (mean completion tokens)."""
     if draws < 1 or samples % draws:
         raise ValueError(f"draws must be >= 1 and divide samples ({samples}), got {draws}")
     prompts, n = list(dataset["prompt"]), samples // draws
-    noise = NoiseConfig(sigma=sigma, targets="mlp", seed=noise_seed)
+    noise = NoiseConfig(sigma=sigma, targets=site, seed=noise_seed)
     tables = []
     for d in range(draws):
         with perturbed(model, noise, step=NOISE_STEP, index=d):
@@ -239,3 +283,64 @@ def pass1_at_temperatures(
         curve = bootstrap_ci(samples, table["correct"].to_numpy(), [1], seed=EVAL_SEED)
         rows.append({"temperature": t, "samples": samples, **curve.iloc[0].drop("k").to_dict()})
     return pd.DataFrame(rows).rename(columns={"pass_at_k": "pass@1"})
+
+
+def timed(compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """``compute()``'s tables plus ``time``: its wall and CPU seconds (this process)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    tables = compute()
+    seconds = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}
+    return tables | {"time": pd.DataFrame([seconds])}
+
+
+def site_parts(
+    store: ResultStore,
+    names: dict[str, str],
+    full: Callable[[float, float], pd.DataFrame],
+    cheap: Callable[[float], float],
+    sigma: float,
+    p: Profile,
+) -> dict[str, dict[str, pd.DataFrame]]:
+    """One site's parts of a checkpoint's premise (``psnlib.replication.premise``, steps 1-3;
+    ``names``: its part name of each step), loaded from ``store`` where stored (and whole:
+    ``PART_TABLES``): ``full(T, sigma)`` is a full evaluation under the site's noise at ``sigma``
+    (0: clean), ``cheap(T)`` the search's estimate of the clean pass@1 at T, ``p`` the profile."""
+    noise = store.cached(
+        names["noise"],
+        lambda: timed(lambda: {"problems": full(p.eval_temperature, sigma)}),
+        required=PART_TABLES["noise"],
+    )
+    target = pass1(noise["problems"])
+
+    def search() -> dict[str, pd.DataFrame]:
+        found = match_temperature(cheap, target, start=p.eval_temperature)
+        trace = pd.DataFrame(found.trace, columns=["temperature", "pass@1"])
+        result = pd.DataFrame([{"temperature": found.temperature, "matched": found.matched}])
+        return {"search": trace, "result": result}
+
+    match = store.cached(names["match"], lambda: timed(search), required=PART_TABLES["match"])
+    T = float(match["result"]["temperature"].iloc[0])
+    if not math.isfinite(T) or T <= 0:  # a damaged part that still parses: searched again
+        match = timed(search)
+        store.save(names["match"], match)
+        T = float(match["result"]["temperature"].iloc[0])
+    hot = store.load(names["temperature"], required=PART_TABLES["temperature"])
+    if hot is None or hot["result"]["temperature"].iloc[0] != T:  # stored at another T: again
+        hot = timed(lambda: {"problems": full(T, 0.0), "result": match["result"]})
+        store.save(names["temperature"], hot)
+    return {names["noise"]: noise, names["match"]: match, names["temperature"]: hot}
+
+
+def curves(problems: pd.DataFrame, ks: tuple[int, ...]) -> pd.DataFrame:
+    """Per policy, seed and benchmark of a ``problems`` table, and each k of ``ks``: the mean
+    unbiased pass@k over problems and its 95% bootstrap interval over problems (lo, hi)."""
+    rows = []
+    for (policy, seed, benchmark), table in problems.groupby(
+        ["policy", "seed", "benchmark"], sort=False
+    ):
+        curve = bootstrap_ci(
+            table["n"].to_numpy(), table["correct"].to_numpy(), list(ks), seed=EVAL_SEED
+        )
+        rows.append(curve.assign(policy=policy, seed=seed, benchmark=benchmark))
+    table = pd.concat(rows, ignore_index=True)
+    return table[["policy", "seed", "benchmark", "k", "pass_at_k", "lo", "hi"]]

@@ -10,7 +10,10 @@ final policy and training log in ``data/cache/runs/<profile>/<arm>-s<seed>-<hash
 atomically, so a finished run is loaded instead of retrained. While training, TRL checkpoints go
 to a ``.work`` directory beside it and an interrupted run resumes from the last one. One process
 at a time trains a run: it holds ``<work dir>.lock`` (``psnlib.io.exclusive``), and another
-process that asks for the run meanwhile waits for it, then loads what it finished.
+process that asks for the run meanwhile waits for it, then loads what it finished. A run asked
+to keep the policies of some steps (``keep_steps``: its training path) keeps them in
+``<run>/path/step-<N>/`` (``load_path_policy``); that is in no key, and a cached run that lacks
+a step asked for is trained again, from scratch (``train_run``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import pandas as pd
 import torch
 from accelerate import PartialState
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from psnlib.io import (
@@ -51,7 +54,16 @@ from psnlib.tasks.datasets import COUNTDOWN, task_reward, train_problems
 from psnlib.tasks.math_reward import math_reward
 from psnlib.tasks.reward import countdown_dense_reward, countdown_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
-from psnlib.trainer.checkpoints import resume_training
+from psnlib.trainer.checkpoints import (
+    PATH_DIR,
+    KeepSteps,
+    check_keep_steps,
+    has_kept,
+    kept_policies,
+    path_step_dir,
+    prepare_kept,
+    resume_training,
+)
 from psnlib.weak_prefix import TRUNCATIONS
 
 # How the training set's `weak_prefix` column is made
@@ -286,11 +298,12 @@ def fit(
     tokenizer: PreTrainedTokenizerBase,
     dataset: Dataset,
     reward: Callable[..., list[float]],
+    callbacks: list[TrainerCallback] | None = None,
 ) -> tuple[PSNGRPOTrainer, list[dict[str, Any]]]:
-    """Train ``model`` with ``PSNGRPOTrainer``, resuming from the newest complete checkpoint in
-    ``config.output_dir`` if there is one (``psnlib.trainer.checkpoints.resume_training``: an older
-    one when it fails to load; one at ``max_steps`` is loaded, not trained on). Returns the trainer
-    and the training log (one row per step)."""
+    """Train ``model`` with ``PSNGRPOTrainer`` and ``callbacks``, resuming from the newest complete
+    checkpoint in ``config.output_dir`` if there is one (``psnlib.trainer.checkpoints.
+    resume_training``: an older one when it fails to load; one at ``max_steps`` is loaded, not
+    trained on). Returns the trainer and the training log (one row per step)."""
     trainer = resume_training(
         lambda: PSNGRPOTrainer(
             model=model,
@@ -298,6 +311,7 @@ def fit(
             args=config,
             train_dataset=dataset,
             processing_class=tokenizer,
+            callbacks=callbacks,
         ),
         config.output_dir,
         config.max_steps,
@@ -306,10 +320,15 @@ def fit(
 
 
 def save_run(
-    trainer: PSNGRPOTrainer, policy: Path, meta: dict[str, Any], processes: PartialState
+    trainer: PSNGRPOTrainer,
+    policy: Path,
+    meta: dict[str, Any],
+    processes: PartialState,
+    kept: dict[int, Path] | None = None,
 ) -> None:
     """Save the trained policy, its tokenizer and ``meta`` (``META_FILE``) to ``policy``
-    atomically: written to ``.<name>.saving`` beside it, then renamed. Every process calls it
+    atomically, with the policies ``kept`` along the way (step -> directory) in its
+    ``path/step-<N>``: written to ``.<name>.saving`` beside it, then renamed. Every process calls it
     (``Trainer.save_model`` gathers a sharded model's weights) and the main one writes. A policy
     with a non-finite weight is refused (``ValueError``) and nothing is written."""
     check_finite(trainer.model, f"refusing to save the policy {policy}")
@@ -320,6 +339,8 @@ def save_run(
     trainer.save_model(str(aside))
     if processes.is_main_process:
         atomic_write_json(aside / META_FILE, meta)
+        for step, source in (kept or {}).items():
+            shutil.copytree(source, path_step_dir(aside, step))
         replace_directory(aside, policy)  # a kill leaves the old policy or the new, whole
     processes.wait_for_everyone()
 
@@ -343,6 +364,13 @@ def _load_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.
     return model.eval(), tokenizer, pd.DataFrame(log)
 
 
+def load_path_policy(policy: Path, step: int) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The policy that the run at ``policy`` kept at step ``step`` (``train_run``'s
+    ``keep_steps``: in ``<policy>/path/step-<step>``), and its tokenizer."""
+    model, tokenizer = load_saved_policy(path_step_dir(policy, step))
+    return model.eval(), tokenizer
+
+
 def _cached_run(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame] | None:
     """The finished run cached at ``path``, or None (a damaged entry is removed)."""
     return load_cached(path, _load_run, "cached run") if path.exists() else None
@@ -357,6 +385,7 @@ def train_run(
     fresh: bool = False,
     keep_checkpoints: bool = True,
     threads: int | None = None,
+    keep_steps: tuple[int, ...] = (),
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame] | None:
     """Train ``run`` with ``config`` (``run.config``), its checkpoints in ``config.output_dir``
     (the work directory), into the directory ``policy``; the one code path of a run.
@@ -365,24 +394,32 @@ def train_run(
     process training into it makes this one wait (``wait``) or raise ``psnlib.io.Busy``, naming
     it, before anything is loaded. ``fresh`` first deletes the policy and the checkpoints there.
     A ``policy`` that holds the finished run (its meta whole) is left as it is, and None is
-    returned; a damaged one is removed with a warning. Else the run's record (``Run.record``) is
-    written to ``<work>/RUN_FILE`` once the base policy and the training set are loaded, right
-    before training, which resumes from the last complete checkpoint (``fit``) on ``threads``
-    torch threads (default: the caller's, which are restored after). ``save_run`` saves the
-    policy (refused if a weight is non-finite) with its meta: the record and ``log``, one row
-    per step. ``keep_checkpoints=False`` then deletes the work directory. Under ``accelerate
-    launch`` every process calls it and only the main one writes. Returns the trained policy, its
-    tokenizer and the log."""
+    returned, unless it lacks a policy of ``keep_steps`` (``has_kept``): then it is trained again
+    (the same run, the same weights); a damaged one is removed with a warning. Else the run's
+    record (``Run.record``) is written to ``<work>/RUN_FILE`` once the base policy and the
+    training set are loaded, right before training, which resumes from the last complete
+    checkpoint (``fit``) on ``threads`` torch threads (default: the caller's, which are restored
+    after). ``save_run`` saves the policy (refused if a weight is non-finite) with its meta: the
+    record and ``log``, one row per step, and the policies of ``keep_steps`` (each saved at its
+    step by a checkpoint, copied aside at once: ``psnlib.trainer.checkpoints.KeepSteps``; saving
+    changes no weight) in its ``path/step-<N>``. ``keep_checkpoints=False`` then deletes the work
+    directory. Under ``accelerate launch`` every process calls it and only the main one writes.
+    Returns the trained policy, its tokenizer and the log."""
     work, processes = Path(config.output_dir), PartialState()
+    keep_steps = check_keep_steps(keep_steps, config.max_steps)
     what = f"training the run {run.profile.name} {run.arm.name} seed {run.seed} in {work}"
     with exclusive(work, what, wait=wait) if processes.is_main_process else nullcontext():
         if fresh and processes.is_main_process:
-            for path in [policy, *work.glob(f"{PREFIX_CHECKPOINT_DIR}-*")]:
+            for path in [policy, *work.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), work / PATH_DIR]:
                 if path.exists():  # an interrupted run has checkpoints and no policy yet
                     shutil.rmtree(path)
         processes.wait_for_everyone()
-        if policy.exists() and load_cached(policy, _run_log, "trained run") is not None:
+        finished = policy.exists() and load_cached(policy, _run_log, "trained run") is not None
+        if finished and has_kept(policy, keep_steps):
             return None
+        if keep_steps and processes.is_main_process:  # what the checkpoints cannot train again
+            prepare_kept(work, keep_steps)
+        processes.wait_for_everyone()
         model, tokenizer, _ = base_policy(run.profile)
         dataset = run.train_set()
         if processes.is_main_process:
@@ -390,10 +427,12 @@ def train_run(
         caller_threads = torch.get_num_threads()
         torch.set_num_threads(threads or caller_threads)
         try:
-            trainer, log = fit(config, model, tokenizer, dataset, run.reward)
+            keep = {"callbacks": [KeepSteps(keep_steps, work)]} if keep_steps else {}
+            trainer, log = fit(config, model, tokenizer, dataset, run.reward, **keep)
         finally:
             torch.set_num_threads(caller_threads)
-        save_run(trainer, policy, {**run.record(), "log": log}, processes)
+        kept = kept_policies(work, keep_steps) if processes.is_main_process else {}
+        save_run(trainer, policy, {**run.record(), "log": log}, processes, kept)
         if not keep_checkpoints and processes.is_main_process:
             shutil.rmtree(work, ignore_errors=True)
     return trainer.model.eval(), tokenizer, pd.DataFrame(log)
@@ -406,6 +445,7 @@ def train_policy(
     reward: Callable[..., list[float]] | None = None,
     reward_id: str | None = None,
     threads: int = 1,
+    keep_steps: tuple[int, ...] = (),
     **overrides: Any,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
     """Train (or load) one RL run from the profile's base policy, cached (``run_dir``).
@@ -414,10 +454,12 @@ def train_policy(
     Countdown verification on the testbed); ``reward_id`` names it in the run's cache key, which
     a reward that is not a plain function needs (``reward_key``). The run trains on ``threads``
     torch threads, a part of its key (the caller's setting is restored after). ``overrides`` are
-    ``PSNGRPOConfig`` settings. Returns the trained policy, its tokenizer, and the training log:
-    one row per step with TRL's metrics (``reward``, ``entropy``, ...) and PSN's
-    (``psn/sigma``, ``psn/kl_proxy``, ``tis/*``). A process that asks for a run that another
-    one is training waits for it, then loads its result (``train_run``).
+    ``PSNGRPOConfig`` settings; ``keep_steps``, the steps whose policies the run keeps
+    (``load_path_policy``), are not in its key, and a cached run that lacks one is trained again.
+    Returns the trained policy, its tokenizer, and the training log: one row per step with TRL's
+    metrics (``reward``, ``entropy``, ...) and PSN's (``psn/sigma``, ``psn/kl_proxy``,
+    ``tis/*``). A process that asks for a run that another one is training waits for it, then
+    loads its result (``train_run``).
     """
     profile = get_profile(profile)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -425,8 +467,10 @@ def train_policy(
     run = Run(profile, arm, seed, overrides, reward)
     path = run.path(reward_id, threads)
     config = run.config(path.with_name(path.name + ".work"))  # validates before any work
+    keep_steps = check_keep_steps(keep_steps, config.max_steps)
     loaded = _cached_run(path)
-    if loaded is None:
-        loaded = train_run(run, config, path, wait=True, keep_checkpoints=False, threads=threads)
+    if loaded is None or not has_kept(path, keep_steps):
+        how = {"keep_checkpoints": False, "threads": threads, "keep_steps": keep_steps}
+        loaded = train_run(run, config, path, wait=True, **how)
     # None: the lock's last owner finished the run while this process waited for it
     return _load_run(path) if loaded is None else loaded

@@ -134,15 +134,16 @@ def arms_table(variants: list[Variant], profile: Profile, seeds: tuple[int, ...]
 
 
 def load_variant(
-    profile: Profile, variant: Variant, seed: int
+    profile: Profile, variant: Variant, seed: int, keep_steps: tuple[int, ...] = ()
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, pd.DataFrame]:
-    """The variant's policy at ``seed`` (trained now if not cached), its tokenizer and training
-    log (empty for the base policy)."""
+    """The variant's policy at ``seed`` (trained now if not cached, keeping the policies of
+    ``keep_steps``: ``psnlib.replication.runs.train_policy``), its tokenizer and training log
+    (empty for the base policy)."""
     profile = variant.profile(profile)
     if variant.arm == BASE:
         model, tokenizer, _ = base_policy(profile)
         return model, tokenizer, pd.DataFrame()
-    return train_policy(profile, variant.arm, seed, **variant.settings)
+    return train_policy(profile, variant.arm, seed, keep_steps=keep_steps, **variant.settings)
 
 
 def expectation(
@@ -152,10 +153,12 @@ def expectation(
     benchmarks: tuple[str, ...],
     premise: dict[str, Any] | None = None,
     probes: tuple[str, ...] = (),
+    path: tuple[int, ...] = (),
 ) -> ledger.Expected:
     """What the ledger record of ``variant`` at ``seed`` must match to stand for its training and
-    its evaluations on ``benchmarks`` (and its premise, with ``premise``'s settings, and
-    ``probes``) at ``profile``: ``psnlib.replication.ledger.Expected``."""
+    its evaluations on ``benchmarks`` (and its premise, with ``premise``'s settings, ``probes``,
+    and the policies its run kept at the steps of ``path``, evaluated on ``benchmarks``) at
+    ``profile``: ``psnlib.replication.ledger.Expected``."""
     p = variant.profile(profile)
     kinds = ("base",) if variant.arm == BASE else ("run",)
     as_json = json.loads(json.dumps(eval_settings(p, EVAL_SEED)))
@@ -170,6 +173,7 @@ def expectation(
         start=starting_fingerprint(p.base),
         premise=json.loads(json.dumps(premise)) if premise is not None else None,
         probes=probes,
+        path=tuple(path),
     )
 
 

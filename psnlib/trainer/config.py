@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import GRPOConfig
 
-from psnlib.noise import EVERY_PARAMETER, NoiseConfig
+from psnlib.noise import EVERY_PARAMETER, NoiseConfig, check_replicas
 from psnlib.schedulers import SCHEDULERS, DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.similarity import check_similarity
 from psnlib.tis import MAX_LOG_RATIO, check_tis
@@ -101,8 +101,17 @@ class PSNGRPOConfig(GRPOConfig):
     noise_scope: str = field(
         default="step",
         metadata={
-            "help": "One noise sample per 'step' (released code), per 'prompt' group, or per "
-            "'rollout' index (rollout k of every group gets sample k)."
+            "help": "One noise sample per 'step' (released code; noise_replicas: R per step), per "
+            "'prompt' group, or per 'rollout' index (rollout k of every group gets sample k)."
+        },
+    )
+    noise_replicas: int = field(
+        default=1,
+        metadata={
+            "help": "R, noise_scope='step' only: independent noise draws per step, draw r for the "
+            "r-th of R contiguous slices of the step's prompt groups (the released code's R "
+            "rollout replicas, each with its own draw); 1..prompts per generation batch; 1: one "
+            "draw for the whole step."
         },
     )
     noise_relative: bool = field(
@@ -223,6 +232,7 @@ class PSNGRPOConfig(GRPOConfig):
         self.check_precision()
         self.name_checkpointing()
         super().__post_init__()
+        self.check_replicas()
         self.noise_config()  # validates sigma, noise_scope and noise_targets
         self.check_every_parameter()
         self.sigma_schedule()  # validates sigma_scheduler and its settings
@@ -366,6 +376,20 @@ class PSNGRPOConfig(GRPOConfig):
                 f"allowed: noise_scope='step', or use_vllm=True (scope 'step' or 'rollout')"
             )
 
+    def check_replicas(self) -> None:
+        """``noise_replicas`` is an integer >= 1, above 1 only in step scope, and at most the
+        prompts of a generation batch (every replica samples at least one prompt group)."""
+        replicas = check_replicas(self.noise_replicas, self.noise_scope, "noise_replicas")
+        if replicas == 1:  # one draw per step: nothing to slice (and the batch checked elsewhere)
+            return
+        prompts = self.generation_batch_size // self.num_generations  # over all processes
+        if replicas > prompts:
+            raise ValueError(
+                f"noise_replicas={replicas} exceeds the {prompts} prompts of a generation batch "
+                f"(generation_batch_size={self.generation_batch_size} / num_generations="
+                f"{self.num_generations}); allowed: 1..{prompts}"
+            )
+
     def noise_config(self) -> NoiseConfig:
         """The ``NoiseConfig`` of these settings."""
         return NoiseConfig(
@@ -374,6 +398,7 @@ class PSNGRPOConfig(GRPOConfig):
             scope=self.noise_scope,
             relative=self.noise_relative,
             seed=self.seed if self.noise_seed is None else self.noise_seed,
+            replicas=self.noise_replicas,
         )
 
     def sigma_schedule(self) -> SigmaScheduler:

@@ -3,11 +3,12 @@
 One training step:
 
 1. Rollouts are sampled under noisy weights ``W~ = W + sigma * eps`` (``psnlib.noise``; one noise
-   sample per step, per prompt group or per rollout index), and the log-prob of every sampled
-   token under that same noise is recorded while sampling: the behaviour log-probs. One sample
-   per step is added to the weights in place for the rollouts and taken off bit-exactly before
-   the loss; that is how the released code's site, ``every_parameter`` (embeddings, norms and
-   head too, which per-row noise cannot reach), is served.
+   sample per step, per replica's slice of the prompts, per prompt group or per rollout index),
+   and the log-prob of every sampled token under that same noise is recorded while sampling: the
+   behaviour log-probs. One sample per step (per replica slice, one slice at a time) is added to
+   the weights in place for its rollouts and taken off bit-exactly before the loss; that is how
+   the released code's site, ``every_parameter`` (embeddings, norms and head too, which per-row
+   noise cannot reach), is served.
 2. Rewards and group advantages are computed as in GRPO, or with Pass@k training.
 3. The loss runs on the clean weights. Each token's policy-gradient loss is multiplied by the TIS
    weight ``min(pi_clean / pi_noisy, C)`` (``psnlib.tis``); the noisy-vs-clean KL proxy is logged.
@@ -179,6 +180,14 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         per_row = "d_sem" in self.scheduler.signals or self.noise.scope != "step"
         if per_row and not args.use_vllm:  # vLLM is sent whole noisy weights instead
             target_linears(unwrapped, self.noise.targets)  # per-row noise needs nn.Linear
+        # Step-scope replicas: on nn.Linear targets one batched per-row forward; on others
+        # (every_parameter) the rollouts are sampled one replica's slice at a time, in place.
+        self._by_slice = False
+        if self.noise.replicas > 1 and not args.use_vllm:
+            try:
+                target_linears(unwrapped, self.noise.targets)
+            except ValueError:  # embeddings, norms: per-row noise cannot reach them
+                self._by_slice = True
         columns = getattr(self.train_dataset, "column_names", None)
         if columns is not None and "prompt" not in columns:
             raise ValueError(
@@ -212,7 +221,8 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         """The noise index of each local rollout: this process holds a slice of the batch."""
         first = self.accelerator.process_index * num_rollouts
         total = num_rollouts * self.accelerator.num_processes
-        indices = noise_indices(total // num_generations, num_generations, self.noise.scope)
+        prompts = total // num_generations
+        indices = noise_indices(prompts, num_generations, self.noise.scope, self.noise.replicas)
         return indices[first : first + num_rollouts]  # (B,)
 
     def _generate_single_turn(
@@ -242,14 +252,21 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
             self._last_loaded_step = -1  # vLLM holds noisy weights: a clean generation re-syncs
             pair_ids = completion_ids[len(prompt_ids) :]
         else:
-            indices = torch.tensor(noise)  # (B,)
-            with perturbed_rows(model, self.noise, step, indices, self.sigma) as routing:
-                if self.rollout_engine == "generate":
-                    with SampledLogps(model, self.temperature) as sampled:
-                        completion_ids, _ = super()._generate_single_turn(prompt_ids, *extra)
-                    logps = sampled.logps(completion_ids)
-                else:
-                    completion_ids, logps = self._sample(model, prompt_ids, noise, routing.route)
+            completion_ids, logps = [[]] * len(noise), [[]] * len(noise)
+            for stream, rows in self._noise_slices(noise):  # several: replicas, one at a time
+                prompts, row_noise = [prompt_ids[r] for r in rows], [noise[r] for r in rows]
+                indices = torch.tensor(row_noise)  # (B_slice,)
+                with perturbed_rows(model, self.noise, step, indices, self.sigma) as routing:
+                    if self.rollout_engine == "generate":
+                        with SampledLogps(model, self.temperature) as sampled:
+                            ids, _ = super()._generate_single_turn(prompts, *extra)
+                        row_logps = sampled.logps(ids)
+                    else:
+                        ids, row_logps = self._sample(
+                            model, prompts, row_noise, routing.route, stream
+                        )
+                for r, row_ids, row_logp in zip(rows, ids, row_logps, strict=True):
+                    completion_ids[r], logps[r] = row_ids, row_logp  # back in row order
             # The pairs after the rollouts, on the clean weights and (psnlib engine) from a
             # stream of their own: the rollouts are the same with or without them.
             if not pairs:
@@ -261,6 +278,16 @@ class PSNGRPOTrainer(StagedCheckpoints, PrefixRollouts, GRPOTrainer):
         if pairs:
             self._measure_diversity(model, pairs, pair_ids)
         return completion_ids[: len(prompt_ids)], logps[: len(prompt_ids)]
+
+    def _noise_slices(self, noise: list[int]) -> list[tuple[str, list[int]]]:
+        """(sampling stream, rows) of each sampling pass: all rows in one, or, for replicas on
+        targets that per-row noise cannot reach, one pass per noise index (one ``perturbed``)."""
+        if not self._by_slice:
+            return [("rollouts", list(range(len(noise))))]
+        return [
+            (f"rollouts/{k}", [row for row, index in enumerate(noise) if index == k])
+            for k in sorted(set(noise))
+        ]
 
     def _sample(
         self,

@@ -14,11 +14,12 @@ norms included, at step or rollout scope; a head tied to the embedding is stream
 embedding, and vLLM ties it.
 
 ``generate_noisy`` samples rows that carry noise indices: one sync and one ``generate`` call per
-distinct index (``step`` scope: one per step; ``rollout`` scope: one per noise sample, G per
-step; ``CLEAN`` rows, the diversity scheduler's clean pairs, one more on the clean weights). The
-behaviour log-probs are vLLM's (after temperature: TRL runs vLLM with ``processed_logprobs``), so
-the TIS weight ``min(pi_clean / pi_noisy, C)`` is TRL's own vLLM importance-sampling correction,
-which ``PSNGRPOConfig`` sets from ``use_tis``, ``tis_level`` and ``tis_cap``.
+distinct index (``step`` scope: one per replica, ``noise_replicas`` per step; ``rollout`` scope:
+one per noise sample, G per step; ``CLEAN`` rows, the diversity scheduler's clean pairs, one more
+on the clean weights). The behaviour log-probs are vLLM's (after temperature: TRL runs vLLM with
+``processed_logprobs``), so the TIS weight ``min(pi_clean / pi_noisy, C)`` is TRL's own vLLM
+importance-sampling correction, which ``PSNGRPOConfig`` sets from ``use_tis``, ``tis_level`` and
+``tis_cap``.
 
 Afterwards vLLM holds noisy weights: the trainer marks its copy stale (TRL's
 ``_last_loaded_step``), so the next clean generation (evaluation) syncs the clean weights first.
