@@ -218,3 +218,21 @@ def test_paper_beside_ours_takes_another_experiments_claims():
     entropy = experiments.entropy_dynamics(get_profile("smoke"))
     with pytest.raises(ValueError, match="no claim of the papers is tested by .*'entropy_dyn"):
         notebook.paper_beside_ours(entropy, {"problems": problems})
+
+
+def test_the_conclusion_is_computed_from_the_verdict_rows():
+    plan = experiments.rl_narrows_coverage(get_profile("smoke"))
+    problems = _problems(["base", "GRPO"], plan.seeds, plan.benchmarks)
+    text = notebook.conclusion(plan, {"problems": problems}).data
+    table = notebook.paper_beside_ours(plan, {"problems": problems})
+    assert text.startswith(f"**What this experiment finds at the smoke profile** ({len(table)}")
+    # one line per claim, each with the verdict of its row: nothing written by hand
+    for claim, row in table.iterrows():
+        line = next(x for x in text.splitlines() if x.startswith(f"- **{claim}**"))
+        assert f"*{row['verdict']}*" in line
+    assert "RL raises pass@1** (pass@1, 2 seeds): *contradicted*; ours - theirs -12.5" in text
+    # other runs, other words: the same claim reads reproduced where GRPO solves more
+    better = _problems(["GRPO", "base"], plan.seeds, plan.benchmarks)  # the sides swapped
+    assert "RL raises pass@1** (pass@1, 2 seeds): *reproduced*" in (
+        notebook.conclusion(plan, {"problems": better}).data
+    )

@@ -74,6 +74,79 @@ def test_arms_are_read_paired_with_their_reference_over_seeds(path):
         assert "summaries.pass_table(" not in code, path.name
 
 
+# Notebooks that end with the paragraph computed from their verdict rows (notebook.conclusion of
+# each experiment whose claims they show), and whose markdown copies none of the papers' numbers:
+# those live in the claims (psnlib.replication.claims) and reach the reader through
+# paper_beside_ours' "paper" column (issue 41 item 9).
+CONCLUDED = ("02_", "05_", "07_", "08_", "09_", "10_", "11_", "12_", "13_", "14_")
+ONE_SOURCE = (*CONCLUDED, "00_", "01_", "15_")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in NOTEBOOKS if p.name.startswith(CONCLUDED)],
+    ids=[p.stem for p in NOTEBOOKS if p.name.startswith(CONCLUDED)],
+)
+def test_the_notebook_ends_with_its_computed_conclusion(path):
+    cells = nbformat.read(path, as_version=4).cells
+    last = cells[-1]
+    assert last.cell_type == "code" and "notebook.conclusion(" in last.source, path.name
+    shown = _code(path).count("notebook.paper_beside_ours(")
+    assert last.source.count("notebook.conclusion(") == shown, "a conclusion per claims table"
+
+
+def _paper_numbers() -> set[str]:
+    """The papers' pass@k values quoted in the claims (e.g. 74.7, 67.76)."""
+    from psnlib.replication.claims import CLAIMS
+
+    found = {n for c in CLAIMS for n in re.findall(r"(?<![\d.])\d{2}\.\d+", c.paper)}
+    assert {"74.7", "76.94", "67.76", "38.29"} <= found
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in NOTEBOOKS if p.name.startswith(ONE_SOURCE)],
+    ids=[p.stem for p in NOTEBOOKS if p.name.startswith(ONE_SOURCE)],
+)
+def test_the_papers_numbers_are_not_copied_into_markdown(path):
+    numbers = _paper_numbers()
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            copied = set(re.findall(r"(?<![\d.])\d+\.\d+(?![\d])", cell.source)) & numbers
+            assert not copied, f"{path.name} copies the papers' {sorted(copied)}: use the claims"
+
+
+# The notebooks of issue 41's amended plans (the premise per noise site, the released fixed arm
+# and GRPO's training path, the TIS three-way, the released chain, the exploration baselines):
+# the same two rules as CONCLUDED and ONE_SOURCE above, and those that read pass@max at equal
+# pass@1 against GRPO's measured training path (ON_THE_PATH) build it from the records.
+AMENDED = ("01b_", "03_", "04_", "06_", "16_")
+ON_THE_PATH = ("03_", "16_")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in NOTEBOOKS if p.name.startswith(AMENDED)],
+    ids=[p.stem for p in NOTEBOOKS if p.name.startswith(AMENDED)],
+)
+def test_an_amended_notebook_concludes_from_its_verdicts_and_copies_no_paper_number(path):
+    cells = nbformat.read(path, as_version=4).cells
+    last = cells[-1]
+    assert last.cell_type == "code" and "notebook.conclusion(" in last.source, path.name
+    code = _code(path)
+    shown = code.count("notebook.paper_beside_ours(")
+    assert shown and last.source.count("notebook.conclusion(") == shown, "one per claims table"
+    numbers = _paper_numbers()
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            copied = set(re.findall(r"(?<![\d.])\d+\.\d+(?![\d])", cell.source)) & numbers
+            assert not copied, f"{path.name} copies the papers' {sorted(copied)}: use the claims"
+    if path.name.startswith(ON_THE_PATH):
+        for call in ("frontier.path_problems(", "frontier.frontier_table(", "plot_training_path("):
+            assert call in code, f"{path.name} does not call {call}"
+
+
 def _pass_at_k_tables(obj):
     """Every {"k": value} mapping with integer keys found in the metrics."""
     if isinstance(obj, dict):

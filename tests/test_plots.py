@@ -94,3 +94,28 @@ def test_scripts_draw_headless_and_import_without_warnings():
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().lower() == "agg"
+
+
+def test_the_training_path_has_a_panel_per_seed_with_the_arms_points(tmp_path):
+    path = pd.DataFrame(
+        {"seed": [0, 0, 0, 1, 1, 1], "step": [0, 2, 4] * 2}
+        | {"pass1": [5.0, 8.0, 10.0, 5.0, 9.0, 11.0], "passmax": [80.0, 70.0, 60.0] * 2}
+    )
+    arms = pd.DataFrame(
+        {"policy": ["PSN", "PSN", "PSN released code"], "seed": [0, 1, 1]}
+        | {"pass1": [9.0, 10.0, 8.0], "passmax": [72.0, 66.0, 75.0]}
+    )
+    fig = plots.plot_training_path(path, arms, 16, title="t")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["seed 0", "seed 1"]
+    # seed 1: the path's line, then one point per arm at that seed
+    assert shown[1].lines[0].get_xydata().tolist() == [[5.0, 80.0], [9.0, 70.0], [11.0, 60.0]]
+    assert len(shown[1].collections) == 2 and len(shown[0].collections) == 1
+    assert [t.get_text() for t in shown[0].texts] == ["0", "2", "4"]  # the steps, labelled
+    assert fig.get_supylabel() == "pass@16 (%)"
+    assert plots.save_figure(fig, tmp_path / "path.png").exists()
+    many = pd.concat([path.assign(seed=path["seed"] + 2 * i) for i in range(3)])
+    fig = plots.plot_training_path(many, arms, 16)  # 6 seeds: 2 rows of 4, two panels hidden
+    assert sum(ax.get_visible() for ax in fig.axes) == 6 and len(fig.axes) == 8
+    with pytest.raises(ValueError, match="no seed"):
+        plots.plot_training_path(path.iloc[:0], arms, 16)

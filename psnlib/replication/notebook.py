@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from psnlib.replication.claim_stats import number
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import Plan, check_seeds
 from psnlib.replication.profiles import PROFILES, Profile, get_profile
 from psnlib.replication.results import check_claim
+from psnlib.replication.results_text import discussion
 from psnlib.trainer.config import MAX_SEED
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
@@ -243,6 +245,24 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[: limit - 5]} ...{text[-1]}"
 
 
+def _claim_rows(
+    plan: Plan,
+    results: dict[str, pd.DataFrame],
+    tested_by: Callable[[Profile], Plan] | None = None,
+) -> list[dict[str, Any]]:
+    """``check_claim``'s row of each claim that ``plan``'s experiment (or ``tested_by``) tests,
+    on ``results``; a ValueError where there is none."""
+    name = plan.name if tested_by is None else tested_by.__name__
+    rows = [
+        check_claim(claim, results["problems"], plan.profile, results.get("logs"))
+        for claim in CLAIMS
+        if claim.experiment.__name__ == name
+    ]
+    if not rows:
+        raise ValueError(f"no claim of the papers is tested by experiment {name!r}")
+    return rows
+
+
 def paper_beside_ours(
     plan: Plan,
     results: dict[str, pd.DataFrame],
@@ -254,10 +274,8 @@ def paper_beside_ours(
     tables: problems, and logs for a per-run statistic), the difference with its 95% interval,
     the minimum detectable effect at 80% power and the verdict
     (``psnlib.replication.results.check_claim``)."""
-    name = plan.name if tested_by is None else tested_by.__name__
     rows = []
-    for claim in (c for c in CLAIMS if c.experiment.__name__ == name):
-        r = check_claim(claim, results["problems"], plan.profile, results.get("logs"))
+    for r in _claim_rows(plan, results, tested_by):
         interval = "" if np.isnan(r["lo"]) else f" [{r['lo']:+.1f}, {r['hi']:+.1f}]"
         ours, theirs = (number(r[f"value_{side}"], r["unit"]) for side in ("ours", "theirs"))
         rows.append(
@@ -271,6 +289,23 @@ def paper_beside_ours(
                 "verdict": r["verdict"],
             }
         )
-    if not rows:
-        raise ValueError(f"no claim of the papers is tested by experiment {name!r}")
     return pd.DataFrame(rows).set_index("claim")
+
+
+def conclusion(
+    plan: Plan,
+    results: dict[str, pd.DataFrame],
+    tested_by: Callable[[Profile], Plan] | None = None,
+) -> Markdown:
+    """The notebook's closing paragraph, computed from the verdict rows of ``paper_beside_ours``
+    (the same claims, the same test): per claim its verdict, difference and interval, the MDE
+    beside the effect of interest, and what the interval says of the paper's size
+    (``psnlib.replication.results_text.discussion``, as RESULTS.md words it). Nothing in it is
+    written by hand, so it says what this profile's runs found, whatever they found."""
+    rows = pd.DataFrame(_claim_rows(plan, results, tested_by))
+    head = (
+        f"**What this experiment finds at the {plan.profile.name} profile** "
+        f"({len(rows)} claim{'s' if len(rows) != 1 else ''} of the papers; "
+        "computed from the rows above):"
+    )
+    return Markdown(head + "\n\n" + discussion(rows))

@@ -153,6 +153,73 @@ def plot_frontier(
     return fig
 
 
+def plot_training_path(
+    path: pd.DataFrame,
+    arms: pd.DataFrame,
+    k_high: int,
+    title: str = "",
+    col_wrap: int = 4,
+) -> plt.Figure:
+    """GRPO's training path against the arms, a panel per seed: the path's points (``path``:
+    seed, step, pass1, passmax, in percent, ``psnlib.replication.frontier.points``) joined in
+    order of step and labelled with it (0: the base policy; the last: GRPO's final policy), and
+    each arm's point at that seed (``arms``: policy, seed, pass1, passmax), pass@1 (x) against
+    pass@``k_high`` (y). A seed of ``arms`` without a path has no panel; axes are shared, so the
+    panels read alike."""
+    set_style()
+    seeds = sorted(path["seed"].unique())
+    if not seeds:
+        raise ValueError("the training path has no seed")
+    ncols = max(1, min(col_wrap, len(seeds)))
+    nrows = -(-len(seeds) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(2.9 * ncols, 2.6 * nrows + 0.6), sharex=True, sharey=True
+    )
+    axes = [axes] if nrows * ncols == 1 else list(getattr(axes, "flat", axes))
+    policies = list(dict.fromkeys(arms["policy"]))
+    colors = dict(zip(policies, sns.color_palette(PALETTE, len(policies)), strict=True))
+    markers = dict(zip(policies, "osD^vP*X<>", strict=False))
+    for ax, seed in zip(axes, seeds, strict=False):
+        steps = path[path["seed"] == seed].sort_values("step")
+        ax.plot(steps["pass1"], steps["passmax"], color="0.45", linewidth=1.2, marker=".")
+        for row in steps.itertuples():
+            ax.annotate(
+                str(row.step),
+                (row.pass1, row.passmax),
+                textcoords="offset points",
+                xytext=(3, 3),
+                fontsize="x-small",
+                color="0.35",
+            )
+        for policy, rows in arms[arms["seed"] == seed].groupby("policy", sort=False):
+            ax.scatter(
+                rows["pass1"],
+                rows["passmax"],
+                color=colors[policy],
+                marker=markers.get(policy, "o"),
+                s=40,
+                zorder=3,
+                label=policy,
+            )
+        ax.set_title(f"seed {seed}", fontsize="small")
+    for ax in axes[len(seeds) :]:
+        ax.set_visible(False)
+    for ax in axes[: len(seeds)]:
+        ax.set(xlabel="", ylabel="")
+    fig.supxlabel("pass@1 (%)")
+    fig.supylabel(f"pass@{k_high} (%)")
+    handles = [plt.Line2D([], [], color="0.45", marker=".", label="GRPO's path (step)")]
+    handles += [
+        plt.Line2D([], [], color=colors[p], marker=markers.get(p, "o"), linestyle="", label=p)
+        for p in policies
+    ]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def plot_paired_differences(
     per_seed: pd.DataFrame, intervals: pd.DataFrame, title: str = ""
 ) -> sns.FacetGrid:
