@@ -8,6 +8,7 @@ import pytest
 import torch
 import trl.trainer.grpo_trainer as grpo_module
 from conftest import PROMPTS, G, tiny_settings, tiny_trainer
+from test_every_parameter import assert_same, snapshot
 from test_vllm_rollouts import FakeGeneration, make_trainer, noisy_weights_of, policy, weights_of
 from test_vllm_rollouts import rollouts as vllm_rollouts
 
@@ -25,17 +26,6 @@ FINGERPRINT = (
     "model.norm.weight",
     "model.layers.0.mlp.up_proj.weight",
 )
-
-
-def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
-def assert_same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
-    """Bit-exact: the same names, and torch.equal tensors."""
-    assert got.keys() == expected.keys()
-    for name in expected:
-        assert torch.equal(got[name], expected[name]), name
 
 
 def logps_of(model, prompt: list[int], completion: list[int]) -> torch.Tensor:

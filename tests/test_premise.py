@@ -165,9 +165,9 @@ def test_the_plan_refuses_bad_input():
         )
 
 
-def test_the_paired_interval_is_a_t_interval_over_seeds():
-    K = SMALL.ks[-1]
-    matched = pd.DataFrame(
+def _three_checkpoints(K: int) -> pd.DataFrame:
+    """A matched table of three seeds (the third unmatched), noise ahead by 0.1, 0.1 and 0.2."""
+    return pd.DataFrame(
         {
             "seed": [0, 1, 2],
             "matched": [True, True, False],
@@ -177,6 +177,11 @@ def test_the_paired_interval_is_a_t_interval_over_seeds():
             f"temperature pass@{K}": [0.40, 0.50, 0.50],
         }
     )
+
+
+def test_the_paired_interval_is_a_t_interval_over_seeds():
+    K = SMALL.ks[-1]
+    matched = _three_checkpoints(K)
     table = paired_interval(matched, SMALL).set_index(["statistic", "seeds"])
     every = table.loc[(f"pass@{K}", "all")]
     d = np.array([10.0, 10.0, 20.0])  # noise - temperature, points
@@ -539,16 +544,7 @@ def test_the_seed_tables_carry_both_sites():
 
 def test_the_paired_interval_is_per_site():
     K = SMALL.ks[-1]
-    mlp = pd.DataFrame(
-        {
-            "seed": [0, 1, 2],
-            "matched": [True, True, False],
-            "noise pass@1": [0.10, 0.10, 0.10],
-            "temperature pass@1": [0.10, 0.11, 0.14],
-            f"noise pass@{K}": [0.50, 0.60, 0.70],
-            f"temperature pass@{K}": [0.40, 0.50, 0.50],
-        }
-    )
+    mlp = _three_checkpoints(K)
     every = mlp.assign(**{f"noise pass@{K}": [0.30, 0.30, 0.30]})
     both = pd.concat([mlp.assign(site="mlp"), every.assign(site="every_parameter")])
     table = paired_interval(both, SMALL)
