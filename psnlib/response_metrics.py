@@ -32,13 +32,15 @@ from psnlib.tasks.countdown import (
     Verdict,
     canonical_form,
     distinct_solutions,
+    final_attempt,
     verify,
 )
 
 
 def distinct_forms(correct: Sequence[str]) -> int:
-    """The number of distinct solutions (canonical forms) among correct chains."""
-    return len({canonical_form(c.strip()) for c in correct})
+    """The number of distinct solutions (canonical forms) among correct completions, each read
+    at its judged part (``final_attempt``: the last attempt, as ``verify`` judges it)."""
+    return len({canonical_form(final_attempt(c)) for c in correct})
 
 
 def distinct_correct(problem: Problem, completions: Sequence[str]) -> int:

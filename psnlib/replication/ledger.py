@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from psnlib.io import ROOT, atomic_write_text, read_json
-from psnlib.replication.codeversion import code_version
+from psnlib.replication.codeversion import code_version, current
 from psnlib.replication.evaluation import PART_TABLES
 
 SCHEMA = 1
@@ -286,7 +286,7 @@ def problems(record: dict[str, Any], expected: Expected) -> list[str]:
         wrong.append(f"made at profile {record['profile']!r}, not {expected.profile!r}")
     for kind in expected.kinds:
         made, now = record["code"].get(kind), code_version(kind)
-        if made != now:
+        if not current(kind, made):
             wrong.append(f"stale: the {kind} code changed since it was made ({made} -> {now})")
     if record["evaluation"] != expected.evaluation:
         wrong.append("made with other evaluation settings")
