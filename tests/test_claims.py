@@ -21,6 +21,7 @@ from psnlib.replication.claim_stats import (
     Statistic,
 )
 from psnlib.replication.claims import CLAIMS
+from psnlib.replication.claims_psn import PASS_ON_GRPO_PATH
 from psnlib.replication.experiments import (
     BASE_POLICY,
     GRPO,
@@ -336,11 +337,13 @@ def test_every_claim_of_the_issue_has_a_row():
                 "The released code's fixed PSN",
                 "The released code's adaptive PSN",
             )
-            for joint in ("", " at equal pass@1")
+            for joint in ("", " at equal pass@1", " on GRPO's training path")
         ),
+        "PSN without TIS raises pass@256 on GRPO's training path",
     }
     assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))
     declared = {s for s in vars(claim_stats).values() if isinstance(s, Statistic)}
+    declared.add(PASS_ON_GRPO_PATH)  # GRPO's measured frontier (psnlib.replication.frontier)
     assert {c.statistic for c in CLAIMS} == declared  # every statistic is used
 
 

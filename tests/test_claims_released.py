@@ -151,7 +151,9 @@ def test_a_claim_at_equal_pass1_from_the_problems_table():
     )
     none = check_claim(claim, flat, SMOKE)
     assert none["verdict"] == "inconclusive" and math.isnan(none["diff"])
-    assert "GRPO's pass@1 does not vary over its 5 seed(s): no frontier" in none["note"]
+    assert (
+        "GRPO's pass@1 does not vary over its 5 seed(s) (0.0 at each): no frontier" in none["note"]
+    )
     assert "nan" not in claims_markdown(pd.DataFrame([none])).replace("n/a", "")
 
 

@@ -57,16 +57,21 @@ def test_several_seeds_give_a_mean_gap_with_a_paired_t_interval():
     assert row["across_lo"] < row["across"] < row["across_hi"]
 
 
-def test_an_arm_beyond_the_paths_pass_1_is_extrapolated_from_the_end_segment_and_marked():
+# SEED_0's own least-squares slope: pass@1 10, 14, 17, 20 (mean 15.25; dx -5.25, -1.25, 1.75,
+# 4.75), pass@max 98, 94, 90, 86 (mean 92; dy 6, 2, -2, -6): sum dx dy = -66, sum dx^2 = 54.75
+SLOPE_0 = -66 / 54.75
+
+
+def test_an_arm_beyond_the_paths_pass_1_goes_on_along_the_paths_own_slope_and_is_marked():
     above = pd.DataFrame({"policy": "A", "seed": [0], "pass1": [22.0], "passmax": [85.0]})
-    # past the final step's 20: the last segment (17, 90)-(20, 86): 86 + 2 * (-4) / 3 = 83 1/3
+    # past the final step's (20, 86): 86 + 2 * SLOPE_0 = 83.59 (the end segment would say 83.33)
     gaps = frontier.frontier_gap(SEED_0, above)
-    assert gaps["frontier"].tolist() == pytest.approx([86 - 8 / 3])
-    assert gaps["gap"].tolist() == pytest.approx([85 - (86 - 8 / 3)])  # +1 2/3
-    assert gaps["where"].tolist() == [frontier.ABOVE] and gaps["segment"].tolist() == ["64-80"]
-    # below the base policy's 10: the first segment (10, 98)-(14, 94): 98 + (-2) * (-4) / 4 = 100
+    assert gaps["frontier"].tolist() == pytest.approx([86 + 2 * SLOPE_0])
+    assert gaps["gap"].tolist() == pytest.approx([85 - (86 + 2 * SLOPE_0)])
+    assert gaps["where"].tolist() == [frontier.ABOVE] and gaps["segment"].tolist() == ["from 80"]
+    # below the base policy's (10, 98): 98 + (-2) * SLOPE_0 = 100.41
     value, where, segment = frontier.frontier_value(SEED_0, 8.0)
-    assert (value, where, segment) == (pytest.approx(100.0), frontier.BELOW, "0-32")
+    assert (value, where, segment) == (pytest.approx(98 - 2 * SLOPE_0), frontier.BELOW, "from 0")
     # without extrapolation the value is NaN and the seed leaves the mean
     assert math.isnan(frontier.frontier_value(SEED_0, 22.0, extrapolate=False)[0])
     # with seed 1 in range (gap +2, above): the mean of both, or seed 1's alone
@@ -74,12 +79,27 @@ def test_an_arm_beyond_the_paths_pass_1_is_extrapolated_from_the_end_segment_and
     paths = pd.concat([SEED_0, SEED_1])
     table = frontier.frontier_table(paths, both)
     assert table.loc["A", "n"] == 2 and table.loc["A", "beyond"] == 1
-    assert table.loc["A", "mean"] == pytest.approx((85 - (86 - 8 / 3) + 2) / 2)
+    assert table.loc["A", "mean"] == pytest.approx((85 - (86 + 2 * SLOPE_0) + 2) / 2)
     table = frontier.frontier_table(paths, both, extrapolate=False)
     assert table.loc["A", "n"] == 1 and table.loc["A", "beyond"] == 1
     assert table.loc["A", "mean"] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="one row per seed"):
         frontier.frontier_gap(SEED_0, pd.concat([above, above]))
+
+
+def test_a_flat_end_segment_neither_blows_up_nor_vanishes_beyond_the_path():
+    # the last two kept policies share pass@1 14 (as the cpu round's steps 64 and 80 nearly do):
+    # its end segment has no slope; the path's own: pass@1 10, 12, 14, 14 (mean 12.5; dx -2.5,
+    # -0.5, 1.5, 1.5), pass@max 98, 94, 90, 89 (mean 92.75; dy 5.25, 1.25, -2.75, -3.75):
+    # sum dx dy = -23.5, sum dx^2 = 11; from the most trained of the tie, (14, 89) at step 80
+    flat = path_of(0, (0, 10, 98), (32, 12, 94), (64, 14, 90), (80, 14, 89))
+    value, where, segment = frontier.frontier_value(flat, 15.0)
+    assert (value, where, segment) == (pytest.approx(89 - 23.5 / 11), frontier.ABOVE, "from 80")
+    # at 14 itself: inside, on the first segment that holds it, 32-64
+    assert frontier.frontier_value(flat, 14.0) == (pytest.approx(90.0), frontier.INSIDE, "32-64")
+    # a path flat in pass@1 has no slope to go on along
+    still = path_of(0, (0, 10, 98), (80, 10, 90))
+    assert math.isnan(frontier.frontier_value(still, 11.0)[0])
 
 
 def test_a_path_that_turns_back_is_read_on_its_least_trained_segment():

@@ -99,7 +99,7 @@ def test_the_notebook_ends_with_its_computed_conclusion(path):
     shown = code.count("notebook.paper_beside_ours(")
     assert shown and last.source.count("notebook.conclusion(") == shown, "one per claims table"
     if path.name.startswith(ON_THE_PATH):
-        for call in ("frontier.path_problems(", "frontier.frontier_table(", "plot_training_path("):
+        for call in ("jobs.training_paths(", "frontier.frontier_table(", "plot_training_path("):
             assert call in code, f"{path.name} does not call {call}"
 
 

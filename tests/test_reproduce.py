@@ -7,6 +7,7 @@ from functools import partial
 
 import nbformat
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -113,6 +114,11 @@ def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monke
     assert table.loc["GRPO", "eval_seconds"] == sum(cpu.values()) - cpu["train"]
     assert cpu["evaluate"] > 0
     assert np.isnan(table.loc["base", "eval_seconds"])  # no record
+    assert table.loc["GRPO", "cpu"] == record["machine"]["cpu"]
+    assert pd.isna(table.loc["base", "cpu"])  # no record
+    machines = jobs.compute_by_machine(table.reset_index()).set_index("cpu")
+    assert machines.loc[record["machine"]["cpu"], "tasks"] == 1  # the base has no record
+    assert machines["cpu_hours"].sum() * 3600 == pytest.approx(sum(cpu.values()))
     assert not (tmp_path / "data").exists()
 
 

@@ -222,11 +222,16 @@ def test_markdown_and_timing_summary(tmp_path):
     later = timing_summary(path)
     assert (later["last_prepare_seconds"], later["last_notebook_seconds"]) == (20, 0)
     compute = pd.DataFrame(
-        {"train_seconds": [3600.0, 1800.0, None], "eval_seconds": [1800.0, 1800.0, None]}
+        {
+            "train_seconds": [3600.0, 1800.0, 360.0, None],
+            "eval_seconds": [1800.0, 1800.0, 0.0, None],
+            "cpu": ["CPU A", "CPU B", "CPU A", None],
+        }
     )
     text = results_markdown(table, get_profile("smoke"), summary, compute)
-    assert "2 of 3 planned tasks finished" in text and "1.50 CPU hours and" in text
-    assert "their evaluations 1.00," in text and "1.25 hours on 2 cores" in text
+    assert "3 of 4 planned tasks finished" in text and "1.60 CPU hours and" in text
+    assert "probes) 1.00," in text and "1.30 hours on 2 cores" in text
+    assert "CPU A: 2 tasks, 1.60 CPU hours; CPU B: 1 tasks, 1.00 CPU hours." in text
     assert (
         "prepared in 0.09 hours of wall time on 2 workers, then ran 1 notebooks in 1 minutes"
         in text

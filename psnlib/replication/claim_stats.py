@@ -295,8 +295,10 @@ class AtEqualPass1(Statistic):
         plain = number(float((y["value_a"] - y["value_b"]).mean()), "points", signed=True)
         plain = f"plain {k} difference {plain}"
         if not np.isfinite(b):
+            at = f"{x['value_b'].iloc[0]:.1f}" if len(x) else "none"
             note = (
-                f"{theirs}'s pass@1 does not vary over its {len(y)} seed(s): no frontier; {plain}"
+                f"{theirs}'s pass@1 does not vary over its {len(y)} seed(s) ({at} at each): no "
+                f"frontier; {plain}"
             )
             return SeedValues(values, both, interval, note)
         note = (

@@ -9,6 +9,8 @@ code's configurations, the TIS three-way and the exploration baselines are
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from psnlib.replication.claim import (
     CHOSEN_SIGMA,
     EQUIVALENCE_SHARE,
@@ -44,6 +46,8 @@ from psnlib.replication.experiments import (
     passk_training,
     sigma_sweep,
 )
+from psnlib.replication.frontier import OnGRPOPath
+from psnlib.replication.jobs import training_paths
 from psnlib.replication.premise import MATCHED_TEMPERATURE, SAMPLING_NOISE, premise
 from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR
 
@@ -58,18 +62,49 @@ FRONTIER = (
 # without a number of its own must be able to see (Claim.interest: the smallest gain the paper
 # reports for its method over GRPO).
 FIXED_GAIN, GRPO_PAPER = 76.94 - 74.7, 74.7
+ON_PATH = (
+    "ours: pass@256 against GRPO's own training path at ours' pass@1, seed by seed "
+    "(psnlib.replication.frontier: the measured frontier of GRPO trained less or longer)"
+)
+# pass@max against GRPO's training path (psnlib.replication.frontier), read from the run ledger
+PASS_ON_GRPO_PATH = OnGRPOPath(
+    "pass@max on GRPO's training path", "points", paths=training_paths, reference=GRPO.label
+)
 
+
+def on_grpo_path(claim: Claim) -> Claim:
+    """``claim`` (an arm against GRPO on plain pass@256) read against GRPO's training path at the
+    arm's pass@1 (``psnlib.replication.frontier.PASS_ON_GRPO_PATH``), with the same sizes."""
+    return replace(
+        claim,
+        name=f"{claim.name} on GRPO's training path",
+        paper=f"{claim.paper}; {ON_PATH}",
+        statistic=PASS_ON_GRPO_PATH,
+    )
+
+
+PSN_FIXED_CLAIM = Claim(
+    "PSN raises pass@256",
+    f"PSN fixed 76.94 vs GRPO 74.7 pass@256 ({PSN_AVG})",
+    main_results,
+    PSN,
+    GRPO,
+    notebook="03_main_results",
+    effect=FIXED_GAIN,
+    paper_theirs=GRPO_PAPER,
+)
+PSN_ADAPTIVE_CLAIM = Claim(
+    "Adaptive PSN raises pass@256",
+    f"PSN adaptive II 79.5 vs GRPO 74.7 pass@256 ({PSN_AVG})",
+    main_results,
+    PSN_DIV,
+    GRPO,
+    notebook="03_main_results",
+    effect=79.5 - 74.7,
+    paper_theirs=74.7,
+)
 PSN_MAIN_CLAIMS = (
-    Claim(
-        "PSN raises pass@256",
-        f"PSN fixed 76.94 vs GRPO 74.7 pass@256 ({PSN_AVG})",
-        main_results,
-        PSN,
-        GRPO,
-        notebook="03_main_results",
-        effect=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
+    PSN_FIXED_CLAIM,
     Claim(
         "PSN raises pass@256 at equal pass@1",
         f"PSN fixed 76.94 vs GRPO 74.7 pass@256 at pass@1 'about the same' ({PSN_AVG}); {FRONTIER}",
@@ -81,6 +116,7 @@ PSN_MAIN_CLAIMS = (
         effect=FIXED_GAIN,
         paper_theirs=GRPO_PAPER,
     ),
+    on_grpo_path(PSN_FIXED_CLAIM),
     Claim(
         "... at about equal pass@1",
         "pass@1 'about the same' (no number given); ours: within "
@@ -94,16 +130,7 @@ PSN_MAIN_CLAIMS = (
         notebook="03_main_results",
         margin=EQUIVALENCE_SHARE,
     ),
-    Claim(
-        "Adaptive PSN raises pass@256",
-        f"PSN adaptive II 79.5 vs GRPO 74.7 pass@256 ({PSN_AVG})",
-        main_results,
-        PSN_DIV,
-        GRPO,
-        notebook="03_main_results",
-        effect=79.5 - 74.7,
-        paper_theirs=74.7,
-    ),
+    PSN_ADAPTIVE_CLAIM,
     Claim(
         "Adaptive PSN raises pass@256 at equal pass@1",
         f"PSN adaptive II 79.5 vs GRPO 74.7 pass@256 at pass@1 'about the same' ({PSN_AVG}); "
@@ -116,6 +143,7 @@ PSN_MAIN_CLAIMS = (
         effect=79.5 - 74.7,
         paper_theirs=74.7,
     ),
+    on_grpo_path(PSN_ADAPTIVE_CLAIM),
 )
 PSN_CLAIMS = (
     Claim(

@@ -31,7 +31,13 @@ from psnlib.replication.claim import (
     Claim,
 )
 from psnlib.replication.claim_stats import PASS_AT_EQUAL_PASS_1, PASS_AT_MAX
-from psnlib.replication.claims_psn import FIXED_GAIN, FRONTIER, GRPO_PAPER, PSN_AVG
+from psnlib.replication.claims_psn import (
+    FIXED_GAIN,
+    FRONTIER,
+    GRPO_PAPER,
+    PSN_AVG,
+    on_grpo_path,
+)
 from psnlib.replication.experiments import (
     GRPO,
     PSN,
@@ -85,15 +91,15 @@ BASELINE_FRONTIER = (
 )
 
 
-def _both(name: str, paper: str, frontier: str, *args, **kwargs) -> tuple[Claim, Claim]:
+def _both(name: str, paper: str, frontier: str, *args, **kwargs) -> tuple[Claim, ...]:
     """The claim on plain pass@256 and, beside it, the same comparison at equal pass@1
-    (``PASS_AT_EQUAL_PASS_1``), ``frontier`` saying whose frontier."""
-    return (
-        Claim(name, paper, *args, **kwargs),
-        Claim(
-            f"{name} at equal pass@1", f"{paper}; {frontier}", *args, PASS_AT_EQUAL_PASS_1, **kwargs
-        ),
+    (``PASS_AT_EQUAL_PASS_1``), ``frontier`` saying whose frontier; against GRPO also on GRPO's
+    training path (``claims_psn.on_grpo_path``)."""
+    plain = Claim(name, paper, *args, **kwargs)
+    joint = Claim(
+        f"{name} at equal pass@1", f"{paper}; {frontier}", *args, PASS_AT_EQUAL_PASS_1, **kwargs
     )
+    return (plain, joint, on_grpo_path(plain)) if plain.theirs == GRPO else (plain, joint)
 
 
 RELEASED_CLAIMS = (
@@ -132,19 +138,21 @@ RELEASED_CLAIMS = (
         paper_theirs=GRPO_PAPER,
     ),
 )
+NO_TIS_CLAIM = Claim(
+    "PSN without TIS raises pass@256",
+    f"the paper's TIS ablation: PSN fixed without TIS {NO_TIS_PAPER} vs GRPO 74.7 pass@256 "
+    f"({PSN_AVG}), below GRPO: its gain needs TIS; ours: is the gain the noise? PSN without "
+    "TIS vs GRPO, paired at the main seeds (the paper's -0.37 is no gain to size it by)",
+    tis_three_way,
+    PSN_NO_TIS,
+    GRPO,
+    notebook=TIS_NOTEBOOK,
+    interest=FIXED_GAIN,
+    paper_theirs=GRPO_PAPER,
+)
 TIS_CLAIMS = (
-    Claim(
-        "PSN without TIS raises pass@256",
-        f"the paper's TIS ablation: PSN fixed without TIS {NO_TIS_PAPER} vs GRPO 74.7 pass@256 "
-        f"({PSN_AVG}), below GRPO: its gain needs TIS; ours: is the gain the noise? PSN without "
-        "TIS vs GRPO, paired at the main seeds (the paper's -0.37 is no gain to size it by)",
-        tis_three_way,
-        PSN_NO_TIS,
-        GRPO,
-        notebook=TIS_NOTEBOOK,
-        interest=FIXED_GAIN,
-        paper_theirs=GRPO_PAPER,
-    ),
+    NO_TIS_CLAIM,
+    on_grpo_path(NO_TIS_CLAIM),
     Claim(
         "TIS is needed",
         f"PSN with TIS {TIS_PAPER} vs without {NO_TIS_PAPER} pass@256 ({PSN_AVG}); ours: is the "
@@ -219,7 +227,7 @@ RELEASED_ABLATION_CLAIMS = (
 )
 
 
-def _baseline(arm: str, ours: Variant, words: str, baseline: AtProfile) -> tuple[Claim, Claim]:
+def _baseline(arm: str, ours: Variant, words: str, baseline: AtProfile) -> tuple[Claim, ...]:
     """``ours`` against one exploration baseline, on pass@256 and at equal pass@1."""
     return _both(
         f"{arm} beats {words}",

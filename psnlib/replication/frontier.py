@@ -11,12 +11,15 @@ final policy at the run's last step.
 
 The frontier value at pass@1 ``x`` of seed ``s``, ``f_s(x)``, is the linear interpolation along
 that path in order of step: on the first segment (the least-trained one) whose pass@1 range holds
-``x``. Where ``x`` lies beyond the path's range of pass@1, ``f_s`` extrapolates the straight line
-of the segment at that end: above the largest pass@1, the last segment (the final two points:
-"GRPO trained longer"); below the smallest, the first (the base policy and the first kept step).
-Such a value is marked (``where``: ``above the path`` or ``below the path``, counted in
-``frontier_table``'s ``beyond``); with ``extrapolate=False`` it is NaN instead and that seed drops
-out of the mean (a smaller ``n``). A segment whose ends share their pass@1 extrapolates nothing
+``x``. Where ``x`` lies beyond the path's range of pass@1, ``f_s`` goes on from the path's point
+at that end (above the largest pass@1: that point, the most trained of a tie, "GRPO trained
+longer"; below the smallest: that point, the least trained of a tie) along the path's own
+least-squares slope over all its points (``claim_stats.frontier_slope``). Not along the end
+segment: between the last kept steps pass@1 moves by tenths of a point, so that segment's slope
+is noise (on the cpu round's first seeds it reached -200 points of pass@max per point of pass@1,
+the whole path's -1 to -5). Such a value is marked (``where``: ``above the path`` or ``below the
+path``, counted in ``frontier_table``'s ``beyond``); with ``extrapolate=False`` it is NaN instead
+and that seed drops out of the mean (a smaller ``n``). A path flat in pass@1 extrapolates nothing
 (NaN).
 
 The statistic of an arm: per seed ``d_s = y_arm,s - f_s(x_arm,s)``, the arm's pass@max above
@@ -27,13 +30,20 @@ over seeds and the paired t-interval (``verdicts.paired_t_interval``). Beside it
 ``slope_table`` the path's own slope (pass@max per point of pass@1 along each seed's path, a
 least-squares fit over its points, ``claim_stats.frontier_slope``) beside the across-seed one.
 
+``OnGRPOPath`` is the gap as a claim's statistic (``psnlib.replication.claim_stats.Statistic``):
+per seed, ours' pass@max (value_a) against GRPO's path at ours' pass@1 (value_b), so the claims
+table and RESULTS.md carry the measured frontier beside the across-seed one
+(``psnlib.replication.claims_psn.PASS_ON_GRPO_PATH``, whose paths
+``psnlib.replication.jobs.training_paths`` reads from the run ledger).
+
 Analysis only: it reads ledger records (``path_problems``, ``final_problems``) or tidy tables and
 computes nothing a record holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,6 +53,8 @@ from psnlib.replication import ledger
 from psnlib.replication.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
+    SeedValues,
+    Statistic,
     frontier_differences,
     frontier_interval,
     frontier_slope,
@@ -104,23 +116,30 @@ def frontier_value(
     path: pd.DataFrame, x: float, extrapolate: bool = True
 ) -> tuple[float, str, str]:
     """``f(x)`` along one seed's path (columns step, pass1, passmax; module doc), where it lies
-    (``INSIDE``, ``ABOVE`` or ``BELOW``) and the segment's steps (``"32-64"``)."""
+    (``INSIDE``, ``ABOVE`` or ``BELOW``) and the segment's steps (``"32-64"``; beyond the path,
+    the step it goes on from: ``"from 80"``)."""
     path = path.sort_values("step")
     xs, ys, steps = (path[c].to_numpy() for c in ("pass1", "passmax", "step"))
     if len(xs) < 2:
         raise ValueError(f"a training path needs at least two points, got {len(xs)}")
     ends = [(i, i + 1) for i in range(len(xs) - 1)]
     inside = [(i, j) for i, j in ends if min(xs[i], xs[j]) <= x <= max(xs[i], xs[j])]
-    if inside:
-        (i, j), where = inside[0], INSIDE
-    else:
-        (i, j), where = (ends[-1], ABOVE) if x > xs.max() else (ends[0], BELOW)
-    segment = f"{steps[i]}-{steps[j]}"
-    if xs[i] == xs[j]:  # a segment flat in pass@1: x is its pass@1 (inside) or none (beyond)
-        return (float(ys[i]) if where == INSIDE else float("nan")), where, segment
-    if where != INSIDE and not extrapolate:
-        return float("nan"), where, segment
-    return float(ys[i] + (x - xs[i]) * (ys[j] - ys[i]) / (xs[j] - xs[i])), where, segment
+    if not inside:
+        above = x > xs.max()
+        # the end point: the largest pass@1 (latest of a tie) or the smallest (earliest of a tie)
+        a = max(range(len(xs)), key=lambda i: (xs[i], i)) if above else int(np.argmin(xs))
+        where, segment = (ABOVE if above else BELOW), f"from {steps[a]}"
+        if not extrapolate:
+            return float("nan"), where, segment
+        return float(ys[a] + (x - xs[a]) * frontier_slope(xs, ys)), where, segment
+    i, j = inside[0]
+    if xs[i] == xs[j]:  # a segment flat in pass@1 at x: its first point
+        return float(ys[i]), INSIDE, f"{steps[i]}-{steps[j]}"
+    return (
+        float(ys[i] + (x - xs[i]) * (ys[j] - ys[i]) / (xs[j] - xs[i])),
+        INSIDE,
+        f"{steps[i]}-{steps[j]}",
+    )
 
 
 def frontier_gap(path: pd.DataFrame, arm: pd.DataFrame, extrapolate: bool = True) -> pd.DataFrame:
@@ -204,3 +223,51 @@ def slope_table(path: pd.DataFrame) -> pd.DataFrame:
         [along | {"n": len(slopes)}, across | {"hi": np.nan, "n": len(final)}],
         index=pd.Index(["along the path", "across seeds"], name="frontier"),
     )
+
+
+@dataclass(frozen=True)
+class OnGRPOPath(Statistic):
+    """pass@max of ours against GRPO's training path at ours' pass@1 (``frontier_gap``): value_a
+    ours' pass@max, value_b the path's value ``f_s(x_ours)`` at the same seed, so the difference
+    is the gap ``g_s`` of the module doc, its interval the paired t over seeds. ``paths`` reads
+    the paths as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds,
+    compute); ``reference`` is the label of the policy whose path it is (theirs must be it)."""
+
+    paths: Callable[..., pd.DataFrame] | None = None
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if self.paths is None or not self.reference:
+            raise ValueError(f"{self.name}: give the paths' reader and the reference's label")
+
+    def seed_values(
+        self,
+        problems: pd.DataFrame | None,
+        logs: pd.DataFrame | None,
+        ours: str,
+        theirs: str,
+        profile: Profile,
+        exclude: tuple[int, ...] = (),
+    ) -> SeedValues:
+        """Per seed of ours outside ``exclude`` with a path: value_a, value_b (class doc); a note
+        with the path's points and how many seeds lie beyond their path (extrapolated)."""
+        if theirs != self.reference:
+            raise ValueError(f"{self.name} compares an arm with {self.reference!r}, got {theirs!r}")
+        if problems is None:
+            raise ValueError(f"the {self.name} statistic needs the problems table")
+        mine = problems[(problems["policy"] == ours) & ~problems["seed"].isin(exclude)]
+        if mine.empty:
+            raise ValueError(f"no evaluation of policy {ours!r} outside the seeds {exclude}")
+        benchmarks = tuple(sorted(set(mine["benchmark"])))
+        arm = points(mine, profile)
+        path = self.paths(profile, benchmarks, arm["seed"].tolist(), compute=True)
+        gaps = frontier_gap(path, arm).dropna(subset=["frontier"]).set_index("seed")
+        values = gaps[["passmax", "frontier"]].set_axis(["value_a", "value_b"], axis=1)
+        steps = ", ".join(map(str, sorted(set(path["step"]))))
+        beyond = int((gaps["where"] != INSIDE).sum())
+        note = (
+            f"GRPO's path at each seed: its policy at steps {steps} (0: the base policy); "
+            f"{beyond} of {len(gaps)} seeds' pass@1 beyond their path (its end segment "
+            "extrapolated)"
+        )
+        return SeedValues(values, note=note)

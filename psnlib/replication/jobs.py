@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 import pandas as pd
 
-from psnlib.replication import ledger
+from psnlib.replication import frontier, ledger
 from psnlib.replication.codeversion import code_version
 from psnlib.replication.evaluation import eval_settings, evaluate_parts
-from psnlib.replication.experiments import GRPO, PLANS, planned_work
+from psnlib.replication.experiments import BASE_POLICY, GRPO, PLANS, planned_work
 from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.probes import PROBES, probe_seed
@@ -278,8 +279,9 @@ def measured_compute(profile: Profile) -> pd.DataFrame:
 
     One row per task of the plan (``tasks``): run, policy, seed,
     ``train_seconds`` (CPU seconds of its training, the trainer's ``step_cpu_time``; 0 for a base
-    policy) and ``eval_seconds`` (CPU seconds of its evaluations, premise and probes); NaN where its
-    record is not done. One thread each, so about its wall time on a quiet machine.
+    policy), ``eval_seconds`` (CPU seconds of its evaluations, training path, premise and probes)
+    and ``cpu`` (the CPU model the record was made on); NaN (None) where its record is not done.
+    One thread each, so about its wall time on a quiet machine.
     """
     rows = []
     for task in tasks(profile):
@@ -289,5 +291,55 @@ def measured_compute(profile: Profile) -> pd.DataFrame:
         row = {"run": expected.key, "policy": task.variant.label, "seed": task.seed}
         train = cpu.get("train") if task.kind == "run" else 0.0 if record else None
         evaluate = sum(cpu.values()) - cpu["train"] if record else None
-        rows.append(row | {"train_seconds": train, "eval_seconds": evaluate})
+        model = record["machine"]["cpu"] if record else None
+        rows.append(row | {"train_seconds": train, "eval_seconds": evaluate, "cpu": model})
     return pd.DataFrame(rows).astype({"train_seconds": float, "eval_seconds": float})
+
+
+def compute_by_machine(compute: pd.DataFrame) -> pd.DataFrame:
+    """``measured_compute``'s finished tasks summed per CPU model: one row per model with its
+    ``tasks`` and the CPU hours of their training, of their evaluations (with path, premise and
+    probes) and of both (``cpu_hours``), most tasks first."""
+    done = compute.dropna(subset=["train_seconds", "eval_seconds"])
+    per = done.groupby("cpu")
+    table = pd.DataFrame(
+        {
+            "tasks": per.size(),
+            "train_hours": per["train_seconds"].sum() / 3600,
+            "eval_hours": per["eval_seconds"].sum() / 3600,
+        }
+    )
+    table["cpu_hours"] = table["train_hours"] + table["eval_hours"]
+    return table.sort_values("tasks", ascending=False).reset_index()
+
+
+def training_paths(
+    profile: Profile,
+    benchmarks: tuple[str, ...],
+    seeds: Iterable[int] | None = None,
+    compute: bool = False,
+) -> pd.DataFrame:
+    """GRPO's training paths at ``profile``'s main seeds (or those of ``seeds`` among them) as
+    ``psnlib.replication.frontier.points`` (seed, step, pass1, passmax) on ``benchmarks``, from
+    the run ledger's records of the base policy and of GRPO's path tasks (``tasks``). A task
+    without a usable record is computed (``run_task``, as ``make reproduce`` would) with
+    ``compute``; otherwise it is an error that names it, before anything is read."""
+    plan = tasks(profile)
+    wanted = set(profile.seeds if seeds is None else seeds)
+    start = next(t for t in plan if t.variant.label == BASE_POLICY.label)
+    kept = [t for t in plan if t.path and t.seed in wanted]
+    if not kept:
+        raise ValueError(
+            f"profile {profile.name!r} keeps GRPO's path at none of the seeds {sorted(wanted)} "
+            f"(path_steps {profile.path_steps}, main seeds {profile.seeds})"
+        )
+    records = {t.name(): ledger.usable(t.expected(profile)) for t in (start, *kept)}
+    missing = [name for name, record in records.items() if record is None]
+    if missing and not compute:
+        raise ValueError(
+            f"no usable record of {missing} in {ledger.profile_dir(profile.name)}: run `make "
+            f"reproduce PROFILE={profile.name}` (or pass compute=True) for GRPO's training path"
+        )
+    base, *grpo = (records[t.name()] or run_task(profile, t) for t in (start, *kept))
+    steps = frontier.path_problems(base, grpo, benchmarks)
+    return frontier.points(steps, profile, ("seed", "step"))

@@ -54,9 +54,9 @@ from psnlib.replication.results_text import (
     code_differences,
     discussion,
     results_markdown,
-    timing_summary,
     write_results,
 )
+from psnlib.replication.results_time import timing_summary
 from psnlib.replication.summaries import AVERAGE, with_average
 from psnlib.replication.verdicts import (
     effect_of_interest,
