@@ -410,3 +410,16 @@ def test_non_inferiority_and_rows_without_an_interval_read_plainly():
     assert "the non-inferiority margin: at most 4.00 below" in first
     assert "**joint** (pass@256, 2 seeds): *inconclusive*; ours - theirs +0.5 points, no " in second
     assert "nan" not in second and "would need" not in second
+
+
+def test_a_reference_that_solves_nothing_is_named_a_collapsed_policy():
+    # the cpu round's strong entropy bonus: pass@256 0 at every seed, so any arm "beats" it
+    seeds = [0, 1, 2]
+    a = _random_counts(np.random.default_rng(5), seeds, 1, 16)
+    none = {key: [0] * len(counts) for key, counts in a.items()}
+    table = pd.concat([_problems(PSN.label, seeds, a), _problems(GRPO.label, seeds, none)])
+    row = check_claim(_claim(), table, SMOKE)
+    assert row["value_theirs"] == 0 and row["diff"] > 0
+    assert row["note"].startswith("GRPO solves no problem at any seed: a collapsed policy")
+    alive = pd.concat([_problems(PSN.label, seeds, a), _problems(GRPO.label, seeds, a)])
+    assert "collapsed" not in check_claim(_claim(), alive, SMOKE)["note"]

@@ -236,6 +236,9 @@ def check_claim(
     theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
     note = measured.note
+    if stat.name.startswith("pass@") and len(d) and (values["value_b"] == 0).all():
+        dead = f"{theirs.label} solves no problem at any seed: a collapsed policy, not an explorer"
+        note = f"{dead}; {note}" if note else dead
     if claim.excluded(profile):
         left_out = ", ".join(map(str, claim.excluded(profile)))
         framed = f"seeds that framed the claim left out: {left_out}"
