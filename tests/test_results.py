@@ -423,3 +423,17 @@ def test_a_reference_that_solves_nothing_is_named_a_collapsed_policy():
     assert row["note"].startswith("GRPO solves no problem at any seed: a collapsed policy")
     alive = pd.concat([_problems(PSN.label, seeds, a), _problems(GRPO.label, seeds, a)])
     assert "collapsed" not in check_claim(_claim(), alive, SMOKE)["note"]
+
+
+def test_a_difference_seen_by_underpowered_seeds_is_not_called_exploratory_in_words():
+    # 3 seeds, half-width 5: MDE far above the paper's +2.2, yet the interval is clear of 0 the
+    # other way (the verdict word needs no power to see a difference: verdicts.verdict)
+    claims = (_claim(name="up", effect=2.2),)
+    seen = judge(pd.DataFrame([_row("up", 3, -6.0, -11.0, -1.0)]), claims)
+    unseen = judge(pd.DataFrame([_row("up", 3, -1.0, -6.0, 4.0)]), claims)
+    assert seen["mde"].iloc[0] > 2.2 and seen["verdict"].iloc[0] == "contradicted"
+    assert unseen["verdict"].iloc[0] == "exploratory"
+    text, other = discussion(seen), discussion(unseen)
+    assert "*contradicted*" in text and "exploratory" not in text
+    assert "below the MDE, but the interval is clear of 0" in text
+    assert "which these seeds cannot see: *exploratory*, not a verdict" in other

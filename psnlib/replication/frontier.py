@@ -267,7 +267,7 @@ class OnGRPOPath(Statistic):
         beyond = int((gaps["where"] != INSIDE).sum())
         note = (
             f"GRPO's path at each seed: its policy at steps {steps} (0: the base policy); "
-            f"{beyond} of {len(gaps)} seeds' pass@1 beyond their path (its end segment "
-            "extrapolated)"
+            f"{beyond} of {len(gaps)} seeds' pass@1 beyond their path (on along the path's "
+            "own slope)"
         )
         return SeedValues(values, note=note)

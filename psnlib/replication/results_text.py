@@ -23,7 +23,13 @@ from psnlib.replication.claim_stats import number
 from psnlib.replication.code_differences import CODE_DIFFERENCES, CodeDifference
 from psnlib.replication.profiles import Profile
 from psnlib.replication.results_time import compute_text, timing_summary, timing_text
-from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR, seeds_needed, standard_error
+from psnlib.replication.verdicts import (
+    EQUIVALENT,
+    EXPLORATORY,
+    NONINFERIOR,
+    seeds_needed,
+    standard_error,
+)
 
 
 def _margin_text(r: Any) -> str:
@@ -169,14 +175,17 @@ def _size_text(r: Any) -> str:
 
 
 def _power_text(r: Any) -> str:
-    """The row's effect of interest beside its MDE, and that the row is exploratory where the
-    MDE is not below it; "" for a row without one."""
+    """The row's effect of interest beside its MDE: where the MDE is not below it, the row is
+    exploratory, unless its interval is clear of 0 (a difference seen needs no power:
+    ``verdicts.verdict``); "" for a row without one."""
     interest = getattr(r, "interest", float("nan"))
     if not np.isfinite(interest):
         return ""
     text = f"; the effect of interest: {number(interest, r.unit)} {r.unit}"
     if r.mde < interest:
         return text
+    if r.verdict != EXPLORATORY:  # clear of 0: seen whatever the power
+        return text + ", below the MDE, but the interval is clear of 0"
     return text + ", which these seeds cannot see: *exploratory*, not a verdict"
 
 

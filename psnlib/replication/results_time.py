@@ -47,6 +47,10 @@ def timing_summary(path: str | Path) -> dict[str, float]:
     }
 
 
+def _cores(n: int) -> str:
+    return f"{n} core" + ("s" if n != 1 else "")
+
+
 def timing_text(t: dict) -> str:
     """``timing_summary``'s numbers in words."""
     if not t["tasks"]:
@@ -56,7 +60,7 @@ def timing_text(t: dict) -> str:
         f"runs with their evaluations) taking {t['task_cpu_seconds'] / 3600:.2f} CPU hours, one "
         f"thread each, on {t['workers']} workers, and {t['notebooks']} notebook executions "
         f"taking {t['notebook_seconds'] / 60:.0f} minutes: "
-        f"{t['estimate_seconds'] / 3600:.2f} hours on {t['workers']} cores. A task that an "
+        f"{t['estimate_seconds'] / 3600:.2f} hours on {_cores(t['workers'])}. A task that an "
         "earlier, interrupted run had finished is loaded and counts ~0 s, so after a resumed "
         "run this is a lower bound of a run from scratch."
     ) + (
@@ -80,6 +84,6 @@ def compute_text(compute: pd.DataFrame, timing: dict) -> str:
         f"of {len(compute)} planned tasks finished, their training took {train:.2f} CPU hours and "
         f"their evaluations (with training paths, premise and probes) {evaluate:.2f}, each task "
         f"on one thread (so about its wall time on a quiet machine): "
-        f"{(train + evaluate) / timing['workers']:.2f} hours on {timing['workers']} cores, "
+        f"{(train + evaluate) / timing['workers']:.2f} hours on {_cores(timing['workers'])}, "
         f"before building the policies and the notebooks. Per CPU model of the records: {per}."
     )
