@@ -11,6 +11,7 @@ from test_frontier import T_975_2, _tables
 from test_results import _row
 
 from psnlib.replication import experiments, frontier, jobs, ledger
+from psnlib.replication.claim import NOT_RUN
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.claims_psn import PASS_ON_GRPO_PATH, on_grpo_path
 from psnlib.replication.frontier import OnGRPOPath
@@ -74,7 +75,7 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     assert (row["lo"], row["hi"]) == pytest.approx((-half, half))
     assert row["statistic"] == "pass@16 on GRPO's training path"
     assert "steps 0, 4" in row["note"] and "1 of 3 seeds' pass@1 beyond their path" in row["note"]
-    assert calls == [("smoke", (B,), [0, 1, 2], True)]  # the claim's benchmarks and seeds
+    assert calls == [("smoke", (B,), [0, 1, 2], False)]  # its benchmarks and seeds; read only
     # seeds left out (those that framed a claim) leave before the path is read
     values = stat.seed_values(PROBLEMS, None, PSN, "GRPO", SMOKE, exclude=(1,)).values
     assert values.index.tolist() == [0, 2] and calls[-1][2] == [0, 2]
@@ -83,6 +84,18 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
         stat.seed_values(PROBLEMS, None, PSN, "base", SMOKE)
     with pytest.raises(ValueError, match="paths' reader"):
         OnGRPOPath("x", "points")
+
+
+def test_a_path_claim_without_the_records_is_not_run_and_computes_nothing():
+    def missing(profile, benchmarks, seeds, compute):
+        assert not compute
+        raise jobs.MissingRecords("no usable record of ['GRPO seed 0 (...)'] in results/smoke")
+
+    stat = OnGRPOPath("pass@max on GRPO's training path", "points", paths=missing, reference="GRPO")
+    claim = on_grpo_path(next(c for c in CLAIMS if c.name == "PSN raises pass@256"))
+    row = check_claim(dataclasses.replace(claim, statistic=stat), PROBLEMS, SMOKE)
+    assert row["verdict"] == NOT_RUN and row["seeds"] == 0
+    assert "no usable record of ['GRPO seed 0 (...)']" in row["note"]
 
 
 def test_every_arm_against_grpo_at_the_main_seeds_has_its_path_row_beside_its_plain_one():
@@ -134,7 +147,7 @@ def test_training_paths_read_the_ledger_and_name_what_is_missing_before_computin
         }
 
     monkeypatch.setattr(jobs, "run_task", run_task)
-    with pytest.raises(ValueError, match=r"GRPO seed 1 \(1 benchmarks, path at steps 2\)"):
+    with pytest.raises(jobs.MissingRecords, match=r"GRPO seed 1 \(1 benchmarks, path at steps 2\)"):
         jobs.training_paths(SMOKE, ("b",), [1])
     assert computed == []  # nothing computed without compute=True
     path = jobs.training_paths(SMOKE, ("b",), [1], compute=True)

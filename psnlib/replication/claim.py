@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from psnlib.replication.claim_stats import PASS_AT_MAX, Statistic
+from psnlib.replication.claim_stats import PASS_AT_MAX, NotRun, Statistic
 from psnlib.replication.experiments import (
     Plan,
     entropy_bonus,
@@ -51,10 +51,6 @@ NOT_RUN = "not run at this profile"  # the status of a claim the profile has no 
 # (the PSN paper gives none for its "about the same" pass@1), it is one share for both papers,
 # and it keeps the weak-prefix paper's own "about equal" (-0.14 of 38.29, 0.37%) equal.
 EQUIVALENCE_SHARE = (69.06 - 67.76) / 67.76 / 2
-
-
-class NotRun(Exception):
-    """The profile has no run of a policy that a claim compares (the message says which)."""
 
 
 @dataclass(frozen=True)

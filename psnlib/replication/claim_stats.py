@@ -141,6 +141,12 @@ def run_values(
     return values
 
 
+class NotRun(Exception):
+    """The profile has no run (or no record) of what a claim compares: the message says which.
+    ``psnlib.replication.claim.Claim.sides`` raises it for a policy the profile lacks, a
+    statistic for records it needs that do not exist (its row says "not run", with the reason)."""
+
+
 @dataclass(frozen=True)
 class SeedValues:
     """What ``Statistic.seed_values`` measured for one claim."""

@@ -53,6 +53,7 @@ from psnlib.replication import ledger
 from psnlib.replication.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
+    NotRun,
     SeedValues,
     Statistic,
     frontier_differences,
@@ -231,7 +232,9 @@ class OnGRPOPath(Statistic):
     ours' pass@max, value_b the path's value ``f_s(x_ours)`` at the same seed, so the difference
     is the gap ``g_s`` of the module doc, its interval the paired t over seeds. ``paths`` reads
     the paths as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds,
-    compute); ``reference`` is the label of the policy whose path it is (theirs must be it)."""
+    compute; a ``LookupError`` for records it lacks, which makes the claim ``NotRun``: nothing is
+    computed here); ``reference`` is the label of the policy whose path it is (theirs must be
+    it)."""
 
     paths: Callable[..., pd.DataFrame] | None = None
     reference: str = ""
@@ -260,7 +263,10 @@ class OnGRPOPath(Statistic):
             raise ValueError(f"no evaluation of policy {ours!r} outside the seeds {exclude}")
         benchmarks = tuple(sorted(set(mine["benchmark"])))
         arm = points(mine, profile)
-        path = self.paths(profile, benchmarks, arm["seed"].tolist(), compute=True)
+        try:  # read, never computed here: a claim without the records is not run
+            path = self.paths(profile, benchmarks, arm["seed"].tolist(), compute=False)
+        except LookupError as missing:
+            raise NotRun(str(missing)) from None
         gaps = frontier_gap(path, arm).dropna(subset=["frontier"]).set_index("seed")
         values = gaps[["passmax", "frontier"]].set_axis(["value_a", "value_b"], axis=1)
         steps = ", ".join(map(str, sorted(set(path["step"]))))

@@ -313,6 +313,10 @@ def compute_by_machine(compute: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("tasks", ascending=False).reset_index()
 
 
+class MissingRecords(LookupError):
+    """Records a reader needs are not in the run ledger (the message names their tasks)."""
+
+
 def training_paths(
     profile: Profile,
     benchmarks: tuple[str, ...],
@@ -336,7 +340,7 @@ def training_paths(
     records = {t.name(): ledger.usable(t.expected(profile)) for t in (start, *kept)}
     missing = [name for name, record in records.items() if record is None]
     if missing and not compute:
-        raise ValueError(
+        raise MissingRecords(
             f"no usable record of {missing} in {ledger.profile_dir(profile.name)}: run `make "
             f"reproduce PROFILE={profile.name}` (or pass compute=True) for GRPO's training path"
         )

@@ -211,7 +211,8 @@ def check_claim(
     (``psnlib.replication.claim_stats``): each policy's statistic (mean over seeds; for
     ``solved_only``, problems solved only by it), the difference, its interval, the verdict and
     the benchmarks averaged. Percent for pass@k and shares, a count for ``solved_only``. A claim
-    whose policies the profile lacks gets the row of ``not_run``."""
+    whose policies the profile lacks, or whose statistic finds no records to read (GRPO's training
+    path, read from the run ledger and never computed here), gets the row of ``not_run``."""
     names = profile.benchmarks if claim.kind == "all" else benchmarks_of(profile, claim.kind)
     problems = problems[problems["benchmark"].isin(names)]
     try:
@@ -219,9 +220,12 @@ def check_claim(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     stat = claim.statistic
-    measured = stat.seed_values(
-        problems, logs, ours.label, theirs.label, profile, claim.excluded(profile)
-    )
+    try:
+        measured = stat.seed_values(
+            problems, logs, ours.label, theirs.label, profile, claim.excluded(profile)
+        )
+    except NotRun as reason:  # records the statistic reads are not there
+        return not_run(claim, profile, str(reason))
     values, both = measured.values, measured.paired
     d = (values["value_a"] - values["value_b"]).to_numpy()  # (seeds,), in the statistic's unit
     if measured.interval is not None:
