@@ -24,9 +24,11 @@ lock: $(VENV)/.installed
 	} > constraints.txt
 
 ## make reproduce: run every notebook with papermill at PROFILE (default cpu), writing figures/;
-## EXECUTOR=slurm computes the tasks as a Slurm job array
+## EXECUTOR=slurm computes the tasks as a Slurm job array; BUDGET=SECONDS or UNTIL=HH:MM starts
+## no task that would not end in time (a sitting shorter than the round: commit results/ after)
 reproduce: $(VENV)/.installed
-	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE) --executor $(EXECUTOR)
+	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE) --executor $(EXECUTOR) \
+	  $(if $(BUDGET),--budget $(BUDGET)) $(if $(UNTIL),--until $(UNTIL))
 
 ## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
 lab: $(VENV)/.installed

@@ -2,8 +2,10 @@
 
 import json
 import shutil
+import subprocess
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -228,3 +230,22 @@ def test_prepare_says_which_records_are_stale_and_why(tmp_path, monkeypatch, cap
     pool.prepare(smoke, 1)
     out = capsys.readouterr().out
     assert f"stale, computed again: {task.key(smoke)}: stale: the run code changed" in out
+
+
+def test_make_reproduce_passes_a_time_budget_on_to_the_sitting():
+    """``make reproduce BUDGET=... UNTIL=...`` (a sitting shorter than the round) reaches
+    ``reproduce`` as ``--budget`` and ``--until``; without them neither is passed."""
+    root = Path(__file__).resolve().parents[1]
+
+    def recipe(*variables: str) -> str:
+        made = subprocess.run(
+            ["make", "-n", "reproduce", *variables], cwd=root, capture_output=True, text=True
+        )
+        assert made.returncode == 0, made.stderr
+        return made.stdout
+
+    timed = recipe("BUDGET=7200", "UNTIL=03:10")
+    assert "--budget 7200" in timed and "--until 03:10" in timed
+    plain = recipe()
+    assert "psnlib.replication.reproduce --profile cpu" in plain
+    assert "--budget" not in plain and "--until" not in plain
