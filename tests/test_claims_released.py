@@ -313,13 +313,15 @@ BASELINE_ARMS = {
 
 def test_the_exploration_baselines_are_the_profiles_settings():
     """Issue 41 item 4: PSN fixed, the released fixed and Variant I against the raised
-    temperature and the profile's strongest entropy bonus (cpu has one, 0.1), at the 16 baseline
-    seeds, each on pass@256 and, beside it, at equal pass@1."""
+    temperature and the profile's strongest entropy bonus (cpu: 0.1) and its weakest (cpu: 0.03,
+    added when 0.1 diverged), at the 16 baseline seeds, each on pass@256 and, beside it, at
+    equal pass@1."""
     names = [c.name for c in CLAIMS]
     for arm, ours in BASELINE_ARMS.items():
         for words, baseline in (
             ("a raised rollout temperature", rollout_temperature(CPU)),
             ("the entropy bonus", entropy_bonus(0.1)),
+            ("a weaker entropy bonus", entropy_bonus(0.03)),
         ):
             plain = BY_NAME[f"{arm} beats {words}"]
             joint = BY_NAME[f"{arm} beats {words} at equal pass@1"]
@@ -333,12 +335,20 @@ def test_the_exploration_baselines_are_the_profiles_settings():
                 assert "not compared in the paper" in claim.paper
             assert "the baseline's pass@1 -> pass@256 frontier" in joint.paper
     baselines = [c for c in CLAIMS if c.experiment.__name__ == "exploration_baselines"]
-    assert len(baselines) == 12 and not any("first" in c.name for c in baselines)
+    assert len(baselines) == 18 and not any("first" in c.name for c in baselines)
     hot = CPU.with_overrides(baseline_temperature=1.5)
     fixed_t = BY_NAME["PSN fixed beats a raised rollout temperature"]
     assert fixed_t.sides(hot)[1].label == "GRPO, rollouts at T=1.5"
     bonus = BY_NAME["The released code's fixed PSN beats the entropy bonus at equal pass@1"]
     assert bonus.sides(SMOKE)[1] == entropy_bonus(0.01)  # the stronger of smoke's two
+    weak = BY_NAME["The released code's fixed PSN beats a weaker entropy bonus at equal pass@1"]
+    assert weak.sides(SMOKE)[1] == entropy_bonus(0.001)  # the weaker of smoke's two
+    one = CPU.with_overrides(entropy_coefs=(0.1,))
+    with pytest.raises(NotRun, match=r"cpu profile has one entropy bonus \(0.1\): its rows"):
+        weak.sides(one)
+    assert check_claim(weak, pd.DataFrame(columns=["benchmark"]), one)["verdict"] == (
+        "not run at this profile"
+    )
     with pytest.raises(NotRun, match=r"cpu profile has no entropy bonus \(entropy_coefs is empty"):
         bonus.sides(CPU.with_overrides(entropy_coefs=()))
     row = check_claim(

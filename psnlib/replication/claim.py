@@ -104,17 +104,33 @@ RELEASED_REPLICAS = AtProfile(
 )
 
 
-def _strongest_entropy_bonus(profile: Profile) -> Variant:
+def _entropy_coefs(profile: Profile) -> tuple[float, ...]:
     if not profile.entropy_coefs:
         raise NotRun(f"the {profile.name} profile has no entropy bonus (entropy_coefs is empty)")
-    return entropy_bonus(max(profile.entropy_coefs))
+    return profile.entropy_coefs
 
 
-# GRPO with the profile's strongest entropy bonus (the largest of entropy_coefs), as
-# psnlib.replication.experiments.exploration_baselines trains it: at cpu its one bonus, 0.1, the
-# smallest that raised the rollouts' entropy by 20% in its pilot (profiles.py); "not run" where a
-# profile has none
+def _strongest_entropy_bonus(profile: Profile) -> Variant:
+    return entropy_bonus(max(_entropy_coefs(profile)))
+
+
+def _weakest_entropy_bonus(profile: Profile) -> Variant:
+    coefs = _entropy_coefs(profile)
+    if len(set(coefs)) < 2:
+        raise NotRun(
+            f"the {profile.name} profile has one entropy bonus ({coefs[0]:g}): its rows are the "
+            "strongest bonus's"
+        )
+    return entropy_bonus(min(coefs))
+
+
+# GRPO with the profile's strongest and weakest entropy bonus (the largest and smallest of
+# entropy_coefs), as psnlib.replication.experiments.exploration_baselines trains them: at cpu
+# 0.1, the smallest that raised the rollouts' entropy by 20% in its pilot, and 0.03, the grid's
+# next weaker, added when 0.1 diverged over 80 steps (profiles.py); "not run" where a profile has
+# none (the weakest also where it has one)
 ENTROPY_BONUS = AtProfile("GRPO + the profile's strongest entropy bonus", _strongest_entropy_bonus)
+WEAK_ENTROPY_BONUS = AtProfile("GRPO + the profile's weakest entropy bonus", _weakest_entropy_bonus)
 
 
 @dataclass(frozen=True)

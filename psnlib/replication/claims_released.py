@@ -14,8 +14,8 @@
   at the ablation seeds; their direction was framed on the cpu profile's seed 0, which they
   leave out there (``Claim.exclude_seeds``);
 - ``BASELINE_CLAIMS``: PSN fixed and the released code's two configurations against a raised
-  rollout temperature and the profile's strongest entropy bonus, at the baseline seeds, each on
-  plain pass@256 and on pass@256 at equal pass@1.
+  rollout temperature and the profile's strongest and weakest entropy bonus, at the baseline
+  seeds, each on plain pass@256 and on pass@256 at equal pass@1.
 
 One ``psnlib.replication.claim.Claim`` each; ``psnlib.replication.claims.CLAIMS`` puts them in
 RESULTS.md's order.
@@ -27,6 +27,7 @@ from psnlib.replication.claim import (
     ENTROPY_BONUS,
     RAISED_TEMPERATURE,
     RELEASED_REPLICAS,
+    WEAK_ENTROPY_BONUS,
     AtProfile,
     Claim,
 )
@@ -250,6 +251,7 @@ BASELINE_ARMS = (
 BASELINES = (
     ("a raised rollout temperature", RAISED_TEMPERATURE),
     ("the entropy bonus", ENTROPY_BONUS),
+    ("a weaker entropy bonus", WEAK_ENTROPY_BONUS),
 )
 BASELINE_CLAIMS = tuple(
     claim
