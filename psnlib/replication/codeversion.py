@@ -31,8 +31,9 @@ ROOTS: dict[str, tuple[str, ...]] = {
 }
 # Modules that compute no result, followed nowhere: the plans (which tasks there are, not how
 # they compute), the profiles (their values reach a record through its run key and the
-# evaluation settings it carries, ``ledger.Record``), and the analysis of records (claims,
-# verdicts, tables, figures, notebook text).
+# evaluation settings it carries, ``ledger.Record``), the analysis of records (claims,
+# verdicts, tables, figures, notebook text), and this module: the versions and
+# ``SAME_RESULTS`` (were it followed, an entry would change the version it names).
 ANALYSIS = frozenset(
     f"psnlib.replication.{name}"
     for name in (
@@ -44,6 +45,7 @@ ANALYSIS = frozenset(
         "claims_released",
         "claims_weak",
         "code_differences",
+        "codeversion",
         "experiments",
         "frontier",
         "notebook",
@@ -57,26 +59,33 @@ ANALYSIS = frozenset(
 )
 
 
-# Older code versions, per kind, whose records the current code makes again unchanged: a record
-# of one of them counts as current (it keeps the version it was made with). Each entry names the
-# change that made it old and the test that proves the change alters no record the old code
-# completed; nothing else may go here.
-# - response_metrics.distinct_forms read a correct completion at ``final_attempt`` instead of its
-#   whole text, which raised on a completion with an earlier attempt before the last: wherever
-#   the old reading did not raise, the text was one chain without a space, which is its own final
-#   attempt (tests/test_codeversion_same.py). Versions of commit 246e8f5.
-SAME_RESULTS: dict[str, frozenset[str]] = {
-    "base": frozenset({"715f53f665a5"}),
-    "run": frozenset({"780e827d288c"}),
-    "premise": frozenset({"a8875bb1ea8c"}),
-    "probes": frozenset({"a24a6ccff817"}),
+# Per kind, the current code's version -> older versions whose records it makes again unchanged:
+# a record of one of them counts as current (it keeps the version it was made with) only while
+# the code is at the version its entry is keyed by, so the next change of that code makes them
+# stale with the rest. Each entry names the change that made the old versions old and what
+# proves it alters no record the old code completed; nothing else may go here.
+# - 780e827d288c (run), a8875bb1ea8c (premise), a24a6ccff817 (probes), 715f53f665a5 (base), the
+#   versions of commit 246e8f5: response_metrics.distinct_forms read a correct completion at
+#   ``final_attempt`` instead of its whole text, which raised on a completion with an earlier
+#   attempt before the last: wherever the old reading did not raise, the text was one chain
+#   without a space, which is its own final attempt (tests/test_codeversion_same.py).
+# - 4c1620ea1e8e (premise) and 29d817a6746e (probes), the versions of issue 41's round: their
+#   closures held this module (through ``ledger``), and those of the run and the base policy did
+#   not; this module computes no result and is followed no more. Nothing else in their closures
+#   changed (git diff 4174255 -- psnlib: only this file), so neither did a record.
+SAME_RESULTS: dict[str, dict[str, frozenset[str]]] = {
+    "base": {"028df87af79b": frozenset({"715f53f665a5"})},
+    "run": {"67644c54b320": frozenset({"780e827d288c"})},
+    "premise": {"aabc9d6cf9cb": frozenset({"4c1620ea1e8e", "a8875bb1ea8c"})},
+    "probes": {"b2e8ff979f38": frozenset({"29d817a6746e", "a24a6ccff817"})},
 }
 
 
 def current(kind: str, version: str | None) -> bool:
     """Whether a record of ``kind`` made by code ``version`` is what the current code makes:
-    the current version, or one of ``SAME_RESULTS``."""
-    return version == code_version(kind) or version in SAME_RESULTS.get(kind, frozenset())
+    the current version, or one that ``SAME_RESULTS`` lists under it."""
+    now = code_version(kind)
+    return version == now or version in SAME_RESULTS.get(kind, {}).get(now, frozenset())
 
 
 def module_file(name: str) -> Path | None:
