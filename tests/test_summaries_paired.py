@@ -150,6 +150,28 @@ def test_the_paired_figure_has_a_panel_per_statistic_and_the_means(tmp_path):
     assert plots.save_figure(grid, tmp_path / "paired.png").stat().st_size > 0
 
 
+def test_the_paired_figure_draws_the_same_dots_whatever_the_global_random_state():
+    """A fresh clone's make reproduce re-makes the committed figures: seaborn's jitter comes
+    from NumPy's global generator, so it is seeded for the plot and the caller's state kept."""
+    per_seed = summaries.paired_seed_differences(problems(), "GRPO", PROFILE)
+    intervals = summaries.difference_intervals(per_seed)
+
+    def dots(global_seed: int) -> np.ndarray:
+        np.random.seed(global_seed)
+        grid = plots.plot_paired_differences(per_seed, intervals)
+        ax = grid.axes_dict["pass@1"]
+        strip = [c for c in ax.collections if c.get_label() != "mean over seeds"]
+        plt.close(grid.figure)
+        return np.concatenate([c.get_offsets() for c in strip])
+
+    assert np.array_equal(dots(1), dots(2))
+    np.random.seed(3)
+    expected = np.random.uniform(size=4)
+    np.random.seed(3)
+    plt.close(plots.plot_paired_differences(per_seed, intervals).figure)
+    assert np.array_equal(np.random.uniform(size=4), expected)  # the caller's state is back
+
+
 def test_training_curves_ignore_a_tag_column_named_value(tmp_path):
     """A swept variant's tags (sweep, value) are columns of its logs; they are not metrics."""
     logs = pd.DataFrame(

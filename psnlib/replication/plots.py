@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -35,6 +38,18 @@ def set_style() -> None:
     """The one style every psnlib figure uses."""
     sns.set_theme(context="paper", style="whitegrid", palette=PALETTE, font_scale=1.2)
     plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight"})
+
+
+@contextmanager
+def _fixed_jitter(seed: int = 0) -> Iterator[None]:
+    """seaborn draws a strip plot's jitter from NumPy's global generator: seed it for one plot, so
+    the same records draw the same figure on every run, and give the caller its state back."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _several_seeds(table: pd.DataFrame, by: list[str]) -> bool:
@@ -231,20 +246,21 @@ def plot_paired_differences(
     pair = [f"{a} - {b}" for a, b in zip(per_seed["policy"], per_seed["reference"], strict=True)]
     data = per_seed.assign(pair=pair)
     order = list(dict.fromkeys(data["pair"]))
-    grid = sns.catplot(
-        data=data,
-        x="difference",
-        y="pair",
-        col="statistic",
-        kind="strip",
-        order=order,
-        color="0.55",
-        alpha=0.7,
-        jitter=0.15,
-        height=1.2 + 0.45 * len(order),
-        aspect=max(1.0, 4.2 / (1.2 + 0.45 * len(order))),
-        sharex=False,
-    )
+    with _fixed_jitter():
+        grid = sns.catplot(
+            data=data,
+            x="difference",
+            y="pair",
+            col="statistic",
+            kind="strip",
+            order=order,
+            color="0.55",
+            alpha=0.7,
+            jitter=0.15,
+            height=1.2 + 0.45 * len(order),
+            aspect=max(1.0, 4.2 / (1.2 + 0.45 * len(order))),
+            sharex=False,
+        )
     summary = intervals.assign(pair=intervals["policy"] + " - " + intervals["reference"])
     for name, ax in grid.axes_dict.items():
         rows = summary[summary["statistic"] == name].set_index("pair").reindex(order)
