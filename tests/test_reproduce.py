@@ -154,6 +154,16 @@ def test_a_fresh_checkout_remakes_committed_figures_and_a_resumed_one_skips_what
     monkeypatch.setitem(reproduce.PROFILES, "smoke", replace(smoke, seeds=(0, 1, 2, 3)))
     reproduce.main(argv)
     assert ran == ["00_quickstart"] * 3
+    reproduce.main(argv)
+    assert ran == ["00_quickstart"] * 3
+    records = tmp_path / "results" / "smoke"  # a git pull brings a record: made again
+    records.mkdir(parents=True, exist_ok=True)
+    (records / "grpo-s0-000000000000.json").write_text("{}")
+    reproduce.main(argv)
+    assert ran == ["00_quickstart"] * 4
+    (records / "grpo-s0-000000000000.json").write_text('{"changed": 1}')
+    reproduce.main(argv)
+    assert ran == ["00_quickstart"] * 5
 
 
 def test_the_published_report_names_no_machine_directory(tmp_path):

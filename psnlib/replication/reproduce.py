@@ -6,11 +6,12 @@ notebook that finishes is published with its outputs and figures to
 ``figures/<profile>/notebooks/`` (the report to browse; the committed notebooks in ``notebooks/``
 stay without outputs). Figures and tables go to ``figures/<profile>/``, and the metrics JSON its
 last cell writes to ``figures/<profile>/NN_name.json``. A notebook that finished in this
-checkout's reproduction at the same profile settings (``runs/<profile>/NN_name.done`` holds
-their fingerprint) is skipped unless ``--force``, so an interrupted reproduction resumes where
-it stopped, while the figures committed with a fresh checkout are made again, never taken as
-done; inside a notebook, finished RL runs and evaluations are loaded from their caches, so a
-re-run notebook only computes what is missing.
+checkout's reproduction at the same profile settings, from the same notebook source, psnlib code
+and records (``runs/<profile>/NN_name.done`` holds their fingerprints) is skipped unless
+``--force``, so an interrupted reproduction resumes where it stopped, while the figures committed
+with a fresh checkout, or made before a ``git pull`` brought new records or code, are made again,
+never taken as done; inside a notebook, finished RL runs and evaluations are loaded from their
+caches, so a re-run notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 compute, one torch thread each, every task of the plan that has no usable record in the run ledger
@@ -59,6 +60,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+import psnlib
 from psnlib.io import (
     WriteFailed,
     atomic_write_json,
@@ -97,6 +99,21 @@ def profile_fingerprint(profile: Profile) -> str:
     """A short hash of every setting of ``profile``: a notebook finished at other settings is
     not done at these."""
     return hashlib.sha256(repr(profile).encode()).hexdigest()[:12]
+
+
+def inputs_fingerprint(profile: str) -> hashlib._Hash:
+    """A hash of what every notebook's outputs are made from besides its own source: psnlib's
+    code and the run ledger's records at ``profile``, so that a notebook finished before either
+    changed (a ``git pull`` of new records, a fixed plot) is not done. ``.copy()`` it per
+    notebook and add the notebook's source."""
+    package = Path(psnlib.__file__).resolve().parent
+    records = ledger.profile_dir(profile)
+    digest = hashlib.sha256()
+    for root, pattern in ((package, "*.py"), (records, "*.json")):
+        for path in sorted(root.rglob(pattern)):
+            digest.update(f"{path.relative_to(root)}\n".encode())
+            digest.update(path.read_bytes())
+    return digest
 
 
 def _record(path: Path, entry: dict, copy_to: Path | None = None) -> None:
@@ -344,9 +361,13 @@ def _main(
         if _not_done(table, "run it again to go on; --status shows them"):
             return 0 if deadline is not None else 1
     record_versions(figures_dir)
+    inputs = inputs_fingerprint(profile)
     for path in paths:
         done = runs_dir / f"{path.stem}.done"
-        if not args.force and read_json(done, "notebook record") == {"profile": fingerprint}:
+        made_from = inputs.copy()
+        made_from.update(path.read_bytes())
+        marker = {"profile": fingerprint, "inputs": made_from.hexdigest()[:12]}
+        if not args.force and read_json(done, "notebook record") == marker:
             print(f"[psnlib] {path.name}: done already ({done}); --force to re-run")
             continue
         start = time.perf_counter()
@@ -354,7 +375,7 @@ def _main(
         run_notebook(path, profile, figures_dir, runs_dir)
         seconds = round(time.perf_counter() - start)
         _record(log, {"stage": path.stem, "seconds": seconds}, figures_dir / TIMING_FILE)
-        atomic_write_json(done, {"profile": fingerprint})
+        atomic_write_json(done, marker)
         print(f"[psnlib] {path.name}: finished in {seconds} s", flush=True)
     return 0
 
