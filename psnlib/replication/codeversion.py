@@ -50,6 +50,7 @@ ANALYSIS = frozenset(
         "frontier",
         "notebook",
         "plots",
+        "profile_config",
         "profiles",
         "results",
         "results_text",
