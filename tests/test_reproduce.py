@@ -64,7 +64,7 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
     premised = [task for _, _, task in stages["runs"] if task.premise]
     assert sorted(task.seed for task in premised) == list(cpu.seeds)
     assert {task.variant.arm.name for task in premised} == {"grpo"}
-    first = [task for _, _, task in stages["runs"][:10]]  # the primary comparisons first
+    first = [task for _, _, task in stages["runs"][:11]]  # the primary comparisons first
     assert [(t.variant.arm.name, t.seed) for t in first] == [
         ("base", 0),
         ("grpo", 0),
@@ -74,7 +74,8 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
         ("psn_released", 0),
         ("psn_no_tis", 0),
         ("grpo", 0),  # rollouts at the raised temperature
-        ("grpo", 0),  # the entropy bonus
+        ("grpo", 0),  # the weaker entropy bonus (0.03)
+        ("grpo", 0),  # the pilot's entropy bonus (0.1)
         ("grpo", 1),  # then the next seed
     ]
 
