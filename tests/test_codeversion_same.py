@@ -1,7 +1,9 @@
 """``codeversion.SAME_RESULTS``: an old code version counts as current only where the change
 provably alters no record the old code completed."""
 
+import hashlib
 import re
+import shutil
 
 import pytest
 from hypothesis import given
@@ -64,3 +66,59 @@ def test_the_versions_do_not_follow_their_own_bookkeeping():
     it is keyed by (the premise and the probes reach this module through the ledger)."""
     for kind, roots in codeversion.ROOTS.items():
         assert "psnlib.replication.codeversion" not in codeversion.closure(roots), kind
+
+
+# The task's glue (codeversion.GLUE) as commit 246e8f5, before the ledger's first record, defined
+# it: the digest of codeversion.glue() over `git archive 246e8f5 psnlib`.
+GLUE_AT_246E8F5 = "ac8f55cb9277"
+GLUE_ENTRY = {"base": "58df06360487", "run": "2e8c229c197a"}  # keys of the glue entry
+
+
+def _digest(found: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name, dump in sorted(found.items()):
+        digest.update(f"{name}\n{dump}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def test_the_glue_entry_holds_while_it_is_current():
+    """SAME_RESULTS lists every record's version under the versions that first counted the glue:
+    that holds because the glue then was the glue that made every record (246e8f5's)."""
+    for kind, key in GLUE_ENTRY.items():
+        if codeversion.code_version(kind) == key:
+            assert _digest(codeversion.glue()) == GLUE_AT_246E8F5
+
+
+def _versions_of(package, monkeypatch) -> dict[str, str]:
+    monkeypatch.setattr(codeversion, "PACKAGE", package)
+    codeversion.code_version.cache_clear()
+    try:
+        return {kind: codeversion.code_version(kind) for kind in codeversion.ROOTS}
+    finally:
+        monkeypatch.undo()
+        codeversion.code_version.cache_clear()
+
+
+def test_an_edit_of_the_tasks_glue_changes_every_version_and_a_readers_none(tmp_path, monkeypatch):
+    """How a task computes and stores its record (jobs.run_task) is code of every record; the
+    ledger's readers in the same module (jobs.compute_by_machine) are not."""
+    copy = tmp_path / "psnlib"
+    shutil.copytree(codeversion.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _versions_of(copy, monkeypatch)
+    jobs = copy / "replication" / "jobs.py"
+    text = jobs.read_text()
+    reader = 'table["cpu_hours"] = table["train_hours"] + table["eval_hours"]'
+    assert reader in text
+    jobs.write_text(text.replace(reader, reader + " * 1"))
+    assert _versions_of(copy, monkeypatch) == before
+    stored = "    ledger.write(record)\n"
+    assert stored in text
+    jobs.write_text(text.replace(stored, '    record["extra"] = 1\n' + stored))
+    after = _versions_of(copy, monkeypatch)
+    assert all(after[kind] != before[kind] for kind in before)
+
+
+def test_a_glue_name_its_module_no_longer_defines_is_an_error(monkeypatch):
+    monkeypatch.setitem(codeversion.GLUE, "psnlib.replication.jobs", ("run_task", "gone"))
+    with pytest.raises(ValueError, match=r"GLUE names psnlib.replication.jobs.gone, which .*jobs"):
+        codeversion.glue()

@@ -7,6 +7,10 @@ import of a package reads its ``__init__``), less ``ANALYSIS``, the modules that
 result. Each module counts by its syntax tree (``ast.dump``) without docstrings, so comments,
 docstrings and formatting change no version, while any changed statement, name or value does.
 
+The task's glue (``GLUE``: what ``psnlib.replication.jobs`` asks a task to compute and how it
+stores it) counts in every kind's version by its definitions alone, since its modules also hold
+readers of the ledger that compute nothing.
+
 Each kind of task has its own entry points (``ROOTS``): an edit of the trainer makes the RL runs
 stale and leaves the base policy's evaluations fresh; an edit of ``psnlib/noise.py`` makes stale
 every record whose task imports it.
@@ -28,6 +32,15 @@ ROOTS: dict[str, tuple[str, ...]] = {
     "run": ("psnlib.replication.runs", "psnlib.replication.evaluation"),
     "premise": ("psnlib.replication.premise_sampling", "psnlib.replication.premise"),
     "probes": ("psnlib.replication.probes",),
+}
+# The task's glue, counted in every kind's version by its definitions alone: what
+# ``psnlib.replication.jobs`` asks each task to compute (its benchmarks, kept steps, premise and
+# probes), how it computes and stores them, and how ``variants`` obtains a task's policy. Their
+# modules also hold readers of the ledger (status, costs, training paths) and comparison tables,
+# which compute no result, so only these top-level definitions count, not the modules.
+GLUE: dict[str, tuple[str, ...]] = {
+    "psnlib.replication.jobs": ("Task", "tasks", "run_task", "_path"),
+    "psnlib.replication.variants": ("EVAL_SEED", "Variant", "load_variant"),
 }
 # Modules that compute no result, followed nowhere: the plans (which tasks there are, not how
 # they compute), the profiles (their values reach a record through its run key and the
@@ -73,12 +86,16 @@ ANALYSIS = frozenset(
 # - 4c1620ea1e8e (premise) and 29d817a6746e (probes), the versions of issue 41's round: their
 #   closures held this module (through ``ledger``), and those of the run and the base policy did
 #   not; this module computes no result and is followed no more. Nothing else in their closures
-#   changed (git diff 4174255 -- psnlib: only this file), so neither did a record.
+#   changed (git diff 4174255 -- psnlib: only this file), so neither did a record. That made
+#   aabc9d6cf9cb (premise) and b2e8ff979f38 (probes), which made no record.
+# - All of those: every kind's version now counts the task's glue (``GLUE``), which made every
+#   record of the ledger and has not changed since 246e8f5, before the first (each definition's
+#   syntax tree there and at this change are equal: tests/test_codeversion_same.py).
 SAME_RESULTS: dict[str, dict[str, frozenset[str]]] = {
-    "base": {"028df87af79b": frozenset({"715f53f665a5"})},
-    "run": {"67644c54b320": frozenset({"780e827d288c"})},
-    "premise": {"aabc9d6cf9cb": frozenset({"4c1620ea1e8e", "a8875bb1ea8c"})},
-    "probes": {"b2e8ff979f38": frozenset({"29d817a6746e", "a24a6ccff817"})},
+    "base": {"58df06360487": frozenset({"028df87af79b", "715f53f665a5"})},
+    "run": {"2e8c229c197a": frozenset({"67644c54b320", "780e827d288c"})},
+    "premise": {"68a8af147651": frozenset({"aabc9d6cf9cb", "4c1620ea1e8e", "a8875bb1ea8c"})},
+    "probes": {"e1b0f7198514": frozenset({"b2e8ff979f38", "29d817a6746e", "a24a6ccff817"})},
 }
 
 
@@ -144,12 +161,39 @@ def closure(roots: tuple[str, ...]) -> dict[str, str]:
     return dict(sorted(seen.items()))
 
 
+def _defined_name(node: ast.stmt) -> str | None:
+    """The name a top-level statement defines: a function, a class or one assigned name."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+    target = node.target if isinstance(node, ast.AnnAssign) else target
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def glue() -> dict[str, str]:
+    """Each ``GLUE`` definition, ``module.name``, -> its syntax tree without docstrings; a name
+    its module no longer defines is an error (say in ``GLUE`` what took its place)."""
+    found: dict[str, str] = {}
+    for module, names in GLUE.items():
+        path = module_file(module)
+        if path is None:
+            raise ValueError(f"GLUE names {module!r}, which is not a module of psnlib ({PACKAGE})")
+        tree = without_docstrings(ast.parse(path.read_text(), filename=str(path)))
+        defined = {_defined_name(node): node for node in tree.body}
+        for name in names:
+            if name not in defined:
+                raise ValueError(f"GLUE names {module}.{name}, which {path} does not define")
+            found[f"{module}.{name}"] = ast.dump(defined[name])
+    return found
+
+
 @cache
 def code_version(kind: str) -> str:
-    """A 12-hex-digit hash of the code a task of ``kind`` (a key of ``ROOTS``) executes."""
+    """A 12-hex-digit hash of the code a task of ``kind`` (a key of ``ROOTS``) executes: its
+    closure and the task's glue (``GLUE``)."""
     if kind not in ROOTS:
         raise ValueError(f"unknown kind of task {kind!r}; allowed: {sorted(ROOTS)}")
     digest = hashlib.sha256()
-    for name, dump in closure(ROOTS[kind]).items():
+    for name, dump in (closure(ROOTS[kind]) | glue()).items():
         digest.update(f"{name}\n{dump}\n".encode())
     return digest.hexdigest()[:12]
