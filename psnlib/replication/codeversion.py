@@ -187,13 +187,18 @@ def glue() -> dict[str, str]:
     return found
 
 
+def digest(dumps: dict[str, str]) -> str:
+    """A 12-hex-digit hash of named syntax trees (``closure``, ``glue``), in the order given."""
+    found = hashlib.sha256()
+    for name, dump in dumps.items():
+        found.update(f"{name}\n{dump}\n".encode())
+    return found.hexdigest()[:12]
+
+
 @cache
 def code_version(kind: str) -> str:
     """A 12-hex-digit hash of the code a task of ``kind`` (a key of ``ROOTS``) executes: its
     closure and the task's glue (``GLUE``)."""
     if kind not in ROOTS:
         raise ValueError(f"unknown kind of task {kind!r}; allowed: {sorted(ROOTS)}")
-    digest = hashlib.sha256()
-    for name, dump in (closure(ROOTS[kind]) | glue()).items():
-        digest.update(f"{name}\n{dump}\n".encode())
-    return digest.hexdigest()[:12]
+    return digest(closure(ROOTS[kind]) | glue())

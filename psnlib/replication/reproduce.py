@@ -60,7 +60,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-import psnlib
 from psnlib.io import (
     WriteFailed,
     atomic_write_json,
@@ -71,6 +70,7 @@ from psnlib.io import (
 )
 from psnlib.replication import jobs, ledger, slurm, starting_points
 from psnlib.replication.arms import BASE
+from psnlib.replication.codeversion import PACKAGE
 from psnlib.replication.experiments import planned_runs
 from psnlib.replication.notebook_runs import notebook_paths, run_notebook
 from psnlib.replication.paths import ROOT
@@ -106,10 +106,9 @@ def inputs_fingerprint(profile: str) -> hashlib._Hash:
     code and the run ledger's records at ``profile``, so that a notebook finished before either
     changed (a ``git pull`` of new records, a fixed plot) is not done. ``.copy()`` it per
     notebook and add the notebook's source."""
-    package = Path(psnlib.__file__).resolve().parent
     records = ledger.profile_dir(profile)
     digest = hashlib.sha256()
-    for root, pattern in ((package, "*.py"), (records, "*.json")):
+    for root, pattern in ((PACKAGE, "*.py"), (records, "*.json")):
         for path in sorted(root.rglob(pattern)):
             digest.update(f"{path.relative_to(root)}\n".encode())
             digest.update(path.read_bytes())
