@@ -12,6 +12,7 @@ from psnlib.replication import codeversion, frontier, ledger
 from psnlib.replication.profiles import get_profile
 
 T_975_2 = 4.302652729749464  # t_{0.975} at 2 degrees of freedom (tables: 4.303)
+T_975_3 = 3.182446305284263  # at 3 (tables: 3.182)
 
 
 def path_of(seed: int, *points: tuple[int, float, float]) -> pd.DataFrame:
@@ -19,6 +20,79 @@ def path_of(seed: int, *points: tuple[int, float, float]) -> pd.DataFrame:
     return pd.DataFrame([{"seed": seed, "step": s, "pass1": x, "passmax": y} for s, x, y in points])
 
 
+# A path that doubles back, as cpu seeds 1 and 15 do (pass@1 not monotone, pass@max falling):
+# (step, pass1, passmax). Sorted by pass@1: 8 -> 98; 9 -> 84; 10 -> (86 + 82) / 2 = 84, weight 2;
+# 11 -> 90. The decreasing isotonic fit pools 84 (w 2) and 90 into 86 (w 3), then 84 and 86 into
+# (84 + 3 * 86) / 4 = 85.5: levels 98, 85.5, 85.5, 85.5 at 8, 9, 10, 11.
+BACK_0 = path_of(0, (0, 8, 98), (32, 11, 90), (48, 10, 86), (64, 9, 84), (80, 10, 82))
+# its own least-squares slope: pass@1 8, 11, 10, 9, 10 (mean 9.6; dx -1.6, 1.4, 0.4, -0.6, 0.4),
+# pass@max 98, 90, 86, 84, 82 (mean 88; dy 10, 2, -2, -4, -6): sum dx dy = -14, sum dx^2 = 5.2
+SLOPE_0 = -14 / 5.2
+# three more that double back; the final policy is each path's last step
+BACK = pd.concat(
+    [
+        BACK_0,
+        path_of(1, (0, 8, 98), (32, 10, 92), (48, 10.5, 88), (64, 9.5, 84), (80, 9, 83)),
+        path_of(2, (0, 8, 98), (32, 12, 90), (48, 11, 87), (64, 11.5, 85), (80, 11, 84)),
+        path_of(3, (0, 8, 98), (32, 10, 93), (48, 9.5, 89), (64, 10.5, 87), (80, 10, 85)),
+    ],
+    ignore_index=True,
+)
+
+
+def test_the_frontier_is_the_paths_decreasing_isotonic_fit():
+    xs, fit = frontier.monotone_fit(BACK_0[::-1])  # any order of rows
+    assert xs.tolist() == [8, 9, 10, 11]
+    assert fit.tolist() == pytest.approx([98, 85.5, 85.5, 85.5])
+    # linear between the fitted points: at 8.5, 98 - 0.5 * 12.5 = 91.75
+    assert frontier.frontier_value(BACK_0, 8.5) == (pytest.approx(91.75), frontier.INSIDE)
+    # beyond the path's pass@1, on from the fitted end along the path's own slope
+    assert frontier.frontier_value(BACK_0, 12) == (pytest.approx(85.5 + SLOPE_0), frontier.ABOVE)
+    assert frontier.frontier_value(BACK_0, 7) == (pytest.approx(98 - SLOPE_0), frontier.BELOW)
+    # a path flat in pass@1 has no slope to go on along
+    still = path_of(0, (0, 10, 98), (80, 10, 90))
+    assert math.isnan(frontier.frontier_value(still, 11.0)[0])
+    with pytest.raises(ValueError, match="at least two points, got 1"):
+        frontier.monotone_fit(path_of(0, (0, 10, 98)))
+
+
+def test_an_arms_gap_is_read_relative_to_grpos_final_policy_on_the_same_frontier():
+    # GRPO's final (10, 82) sits at f(10) = 85.5; an arm at (8.5, 93): f = 91.75, so
+    # g = (93 - 82) - (91.75 - 85.5) = 4.75
+    arm = pd.DataFrame({"policy": "A", "seed": [0], "pass1": [8.5], "passmax": [93.0]})
+    gaps = frontier.frontier_gap(BACK_0, arm)
+    assert gaps[["grpo_pass1", "grpo_passmax"]].values.tolist() == [[10, 82]]
+    assert gaps[["frontier", "at_grpo", "gap"]].values.tolist() == [
+        pytest.approx([91.75, 85.5, 4.75])
+    ]
+    assert gaps["where"].tolist() == [frontier.INSIDE]
+    # above the path: f(12) = 85.5 + SLOPE_0; an arm at (12, 84): (84 - 82) - SLOPE_0
+    above = arm.assign(pass1=12.0, passmax=84.0)
+    assert frontier.frontier_gap(BACK_0, above)["gap"].tolist() == pytest.approx([2 - SLOPE_0])
+    with pytest.raises(ValueError, match="one row per seed"):
+        frontier.frontier_gap(BACK_0, pd.concat([arm, arm]))
+    with pytest.raises(ValueError, match="has a GRPO training path"):
+        frontier.frontier_gap(BACK_0, arm.assign(seed=7))
+
+
+def test_grpo_against_its_own_path_covers_0_where_round_twos_rule_gives_a_negative_gap():
+    finals = frontier.final_points(BACK).assign(policy="GRPO")
+    row = frontier.frontier_table(BACK, finals).loc["GRPO"]
+    assert row["n"] == 4 and row["beyond"] == 0
+    assert row["mean"] == pytest.approx(0.0) and row["lo"] <= 0 <= row["hi"]
+    # round two's rule reads the first (least-trained) segment holding the final's pass@1: seed 0
+    # at 10 on 0-32, 98 - 2 * 8 / 3; seed 1 at 9 on 0-32, 95; seed 2 at 11 on 0-32, 92; seed 3
+    # at 10 on 0-32, 93: gaps -32/3, -12, -8, -8, mean -29/3, sd 2, clear of 0
+    old = [
+        y - frontier.first_segment_value(BACK[BACK["seed"] == s], x)
+        for s, x, y in finals[["seed", "pass1", "passmax"]].itertuples(index=False)
+    ]
+    assert old == pytest.approx([-32 / 3, -12, -8, -8])
+    half = T_975_3 * 2 / 2
+    assert -29 / 3 + half < 0
+
+
+# Paths that need no fit (pass@1 rising, pass@max falling along each), and an arm
 SEED_0 = path_of(0, (0, 10, 98), (32, 14, 94), (64, 17, 90), (80, 20, 86))
 SEED_1 = path_of(1, (0, 10, 98), (32, 12, 95), (64, 16, 91), (80, 18, 88))
 SEED_2 = path_of(2, (0, 10, 98), (32, 13, 96), (64, 15, 92), (80, 19, 90))
@@ -28,21 +102,13 @@ ARM = pd.DataFrame(
 )
 
 
-def test_the_frontier_interpolates_between_the_kept_steps_that_bracket_the_arms_pass_1():
-    # 15.5 lies between steps 32 (14, 94) and 64 (17, 90): 94 + (15.5 - 14) * (90 - 94) / 3 = 92
-    value, where, segment = frontier.frontier_value(SEED_0[::-1], 15.5)
-    assert value == pytest.approx(92.0) and where == frontier.INSIDE and segment == "32-64"
-    gaps = frontier.frontier_gap(SEED_0, ARM[ARM["seed"] == 0])
-    assert gaps["frontier"].tolist() == pytest.approx([92.0])
-    assert gaps["gap"].tolist() == pytest.approx([+1.0])  # 93 - 92
-
-
 def test_several_seeds_give_a_mean_gap_with_a_paired_t_interval():
-    # seed 1: 14 on 32-64 (12, 95)-(16, 91): 95 - 2 * 4 / 4 = 93, gap 95 - 93 = +2
-    # seed 2: 11.5 on 0-32 (10, 98)-(13, 96): 98 - 1.5 * 2 / 3 = 97, gap 96 - 97 = -1
+    # seed 0: f(15.5) on (14, 94)-(17, 90) = 92, f(20) = 86: (93 - 86) - (92 - 86) = +1
+    # seed 1: f(14) on (12, 95)-(16, 91) = 93, f(18) = 88: (95 - 88) - (93 - 88) = +2
+    # seed 2: f(11.5) on (10, 98)-(13, 96) = 97, f(19) = 90: (96 - 90) - (97 - 90) = -1
     gaps = frontier.frontier_gap(PATHS, ARM).set_index("seed")
     assert gaps["frontier"].to_dict() == pytest.approx({0: 92.0, 1: 93.0, 2: 97.0})
-    assert gaps.loc[2, "segment"] == "0-32"
+    assert gaps["gap"].to_dict() == pytest.approx({0: 1.0, 1: 2.0, 2: -1.0})
     # gaps 1, 2, -1: mean 2/3; deviations 1/3, 4/3, -5/3, sd^2 = (1 + 16 + 25) / 9 / 2 = 7/3;
     # half width t * sqrt(7/3) / sqrt(3) = t * sqrt(7) / 3
     row = frontier.frontier_table(PATHS, ARM).loc["PSN"]
@@ -57,55 +123,18 @@ def test_several_seeds_give_a_mean_gap_with_a_paired_t_interval():
     assert row["across_lo"] < row["across"] < row["across_hi"]
 
 
-# SEED_0's own least-squares slope: pass@1 10, 14, 17, 20 (mean 15.25; dx -5.25, -1.25, 1.75,
-# 4.75), pass@max 98, 94, 90, 86 (mean 92; dy 6, 2, -2, -6): sum dx dy = -66, sum dx^2 = 54.75
-SLOPE_0 = -66 / 54.75
-
-
-def test_an_arm_beyond_the_paths_pass_1_goes_on_along_the_paths_own_slope_and_is_marked():
-    above = pd.DataFrame({"policy": "A", "seed": [0], "pass1": [22.0], "passmax": [85.0]})
-    # past the final step's (20, 86): 86 + 2 * SLOPE_0 = 83.59 (the end segment would say 83.33)
-    gaps = frontier.frontier_gap(SEED_0, above)
-    assert gaps["frontier"].tolist() == pytest.approx([86 + 2 * SLOPE_0])
-    assert gaps["gap"].tolist() == pytest.approx([85 - (86 + 2 * SLOPE_0)])
-    assert gaps["where"].tolist() == [frontier.ABOVE] and gaps["segment"].tolist() == ["from 80"]
-    # below the base policy's (10, 98): 98 + (-2) * SLOPE_0 = 100.41
-    value, where, segment = frontier.frontier_value(SEED_0, 8.0)
-    assert (value, where, segment) == (pytest.approx(98 - 2 * SLOPE_0), frontier.BELOW, "from 0")
-    # without extrapolation the value is NaN and the seed leaves the mean
-    assert math.isnan(frontier.frontier_value(SEED_0, 22.0, extrapolate=False)[0])
-    # with seed 1 in range (gap +2, above): the mean of both, or seed 1's alone
-    both = pd.concat([above, ARM[ARM["seed"] == 1].assign(policy="A")], ignore_index=True)
-    paths = pd.concat([SEED_0, SEED_1])
-    table = frontier.frontier_table(paths, both)
-    assert table.loc["A", "n"] == 2 and table.loc["A", "beyond"] == 1
-    assert table.loc["A", "mean"] == pytest.approx((85 - (86 + 2 * SLOPE_0) + 2) / 2)
-    table = frontier.frontier_table(paths, both, extrapolate=False)
-    assert table.loc["A", "n"] == 1 and table.loc["A", "beyond"] == 1
-    assert table.loc["A", "mean"] == pytest.approx(2.0)
-    with pytest.raises(ValueError, match="one row per seed"):
-        frontier.frontier_gap(SEED_0, pd.concat([above, above]))
-
-
-def test_a_flat_end_segment_neither_blows_up_nor_vanishes_beyond_the_path():
-    # the last two kept policies share pass@1 14 (as the cpu round's steps 64 and 80 nearly do):
-    # its end segment has no slope; the path's own: pass@1 10, 12, 14, 14 (mean 12.5; dx -2.5,
-    # -0.5, 1.5, 1.5), pass@max 98, 94, 90, 89 (mean 92.75; dy 5.25, 1.25, -2.75, -3.75):
-    # sum dx dy = -23.5, sum dx^2 = 11; from the most trained of the tie, (14, 89) at step 80
-    flat = path_of(0, (0, 10, 98), (32, 12, 94), (64, 14, 90), (80, 14, 89))
-    value, where, segment = frontier.frontier_value(flat, 15.0)
-    assert (value, where, segment) == (pytest.approx(89 - 23.5 / 11), frontier.ABOVE, "from 80")
-    # at 14 itself: inside, on the first segment that holds it, 32-64
-    assert frontier.frontier_value(flat, 14.0) == (pytest.approx(90.0), frontier.INSIDE, "32-64")
-    # a path flat in pass@1 has no slope to go on along
-    still = path_of(0, (0, 10, 98), (80, 10, 90))
-    assert math.isnan(frontier.frontier_value(still, 11.0)[0])
-
-
-def test_a_path_that_turns_back_is_read_on_its_least_trained_segment():
+def test_round_twos_rule_reads_the_least_trained_segment_and_goes_on_along_the_paths_slope():
     # 15 lies on 0-32 (10, 98)-(16, 92) and on 32-64 (16, 92)-(14, 95): the first, 98 - 5 = 93
     turning = path_of(0, (0, 10, 98), (32, 16, 92), (64, 14, 95), (80, 20, 86))
-    assert frontier.frontier_value(turning, 15.0) == (pytest.approx(93.0), frontier.INSIDE, "0-32")
+    assert frontier.first_segment_value(turning, 15.0) == pytest.approx(93.0)
+    # SEED_0's own slope: pass@1 10, 14, 17, 20 (mean 15.25; dx -5.25, -1.25, 1.75, 4.75),
+    # pass@max 98, 94, 90, 86 (dy 6, 2, -2, -6): -66 / 54.75; past (20, 86) and below (10, 98)
+    slope = -66 / 54.75
+    assert frontier.first_segment_value(SEED_0, 22.0) == pytest.approx(86 + 2 * slope)
+    assert frontier.first_segment_value(SEED_0, 8.0) == pytest.approx(98 - 2 * slope)
+    # a segment flat in pass@1 at x: its first point
+    flat = path_of(0, (0, 10, 98), (32, 14, 90), (64, 14, 89))
+    assert frontier.first_segment_value(flat, 14.0) == pytest.approx(90.0)
 
 
 def test_the_paths_own_slope_stands_beside_the_across_seed_slope():
@@ -161,7 +190,8 @@ def test_points_from_ledger_records_average_problems_then_benchmarks():
 
 
 def test_the_frontier_is_analysis_that_imports_no_training_or_evaluation_code():
-    assert "psnlib.replication.frontier" in codeversion.ANALYSIS
+    for kind, roots in codeversion.ROOTS.items():  # in no record's code version
+        assert "psnlib.replication.frontier" not in codeversion.closure(roots), kind
     tree = ast.parse(Path(frontier.__file__).read_text())
     allowed = {f"psnlib.replication.{m}" for m in ("ledger", "claim_stats", "profiles", "verdicts")}
     assert codeversion._imports(tree) <= allowed | {"psnlib.replication"}  # the records' reader

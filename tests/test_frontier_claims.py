@@ -42,8 +42,10 @@ PROBLEMS = pd.concat(
         problems_of("GRPO", 0, [0, 0]),  # theirs' own evaluation is not what the path reads
     ]
 )
-# GRPO's paths: seed 0 (20, 60) -> (30, 40): at 25, 50; seed 1 (20, 100) -> (30, 80): at 25,
-# 90; seed 2 (20, 90) -> (40, 70): at 50 beyond, on from (40, 70) along its slope -1: 60
+# GRPO's paths (monotone already: each its own fit), the final policy at step 4: seed 0 (20, 60)
+# -> (30, 40): f(25) = 50, f(30) = 40; seed 1 (20, 100) -> (30, 80): f(25) = 90, f(30) = 80;
+# seed 2 (20, 90) -> (40, 70): 50 lies beyond, on from (40, 70) along its slope -1: f(50) = 60,
+# f(40) = 70
 PATHS = pd.DataFrame(
     [
         {"seed": s, "step": step, "pass1": x, "passmax": y}
@@ -67,9 +69,10 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     stat = OnGRPOPath("pass@max on GRPO's training path", "points", paths=paths, reference="GRPO")
     claim = on_grpo_path(next(c for c in CLAIMS if c.name == "PSN raises pass@256"))
     row = check_claim(dataclasses.replace(claim, statistic=stat), PROBLEMS, SMOKE)
-    # per seed: value_a 50, 100, 50; value_b 50, 90, 60; gaps 0, +10, -10: mean 0,
+    # per seed, value_a = y - (f(x) - f(x_T)): 50 - (50 - 40) = 40, 100 - (90 - 80) = 90,
+    # 50 - (60 - 70) = 60; value_b GRPO's final 40, 80, 70; gaps 0, +10, -10: mean 0,
     # sd = sqrt((0 + 100 + 100) / 2) = 10, half width t_2 * 10 / sqrt(3)
-    assert (row["value_ours"], row["value_theirs"]) == pytest.approx((200 / 3, 200 / 3))
+    assert (row["value_ours"], row["value_theirs"]) == pytest.approx((190 / 3, 190 / 3))
     assert row["diff"] == pytest.approx(0.0) and row["seeds"] == 3
     half = T_975_2 * 10 / math.sqrt(3)
     assert (row["lo"], row["hi"]) == pytest.approx((-half, half))
@@ -79,7 +82,7 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     # seeds left out (those that framed a claim) leave before the path is read
     values = stat.seed_values(PROBLEMS, None, PSN, "GRPO", SMOKE, exclude=(1,)).values
     assert values.index.tolist() == [0, 2] and calls[-1][2] == [0, 2]
-    assert values["value_b"].tolist() == pytest.approx([50.0, 60.0])
+    assert values["value_b"].tolist() == pytest.approx([40.0, 70.0])
     with pytest.raises(ValueError, match="compares an arm with 'GRPO', got 'base'"):
         stat.seed_values(PROBLEMS, None, PSN, "base", SMOKE)
     with pytest.raises(ValueError, match="paths' reader"):

@@ -69,10 +69,13 @@ FRONTIER = (
 # reports for its method over GRPO).
 FIXED_GAIN, GRPO_PAPER = 76.94 - 74.7, 74.7
 ON_PATH = (
-    "ours: pass@256 against GRPO's own training path at ours' pass@1, seed by seed "
-    "(psnlib.replication.frontier: the measured frontier of GRPO trained less or longer)"
+    "ours: pass@256 minus GRPO's, less what GRPO's own training path moves between GRPO's pass@1 "
+    "and ours', seed by seed (psnlib.replication.frontier: the path's monotone fit, the measured "
+    "frontier of GRPO trained less or longer; GRPO against its own path scores 0)"
 )
-# pass@max against GRPO's training path (psnlib.replication.frontier), read from the run ledger
+# pass@max against GRPO's training path (psnlib.replication.frontier: its monotone fit, read
+# relative to GRPO's final policy; it passes its null checks, psnlib.replication.nulls), read
+# from the run ledger
 PASS_ON_GRPO_PATH = OnGRPOPath(
     "pass@max on GRPO's training path", "points", paths=training_paths, reference=GRPO.label
 )
@@ -80,7 +83,8 @@ PASS_ON_GRPO_PATH = OnGRPOPath(
 
 def on_grpo_path(claim: Claim) -> Claim:
     """``claim`` (an arm against GRPO on plain pass@256) read against GRPO's training path at the
-    arm's pass@1 (``psnlib.replication.frontier.PASS_ON_GRPO_PATH``), with the same sizes."""
+    arm's pass@1 (``PASS_ON_GRPO_PATH``, ``psnlib.replication.frontier``), with the same
+    sizes."""
     return replace(
         claim,
         name=f"{claim.name} on GRPO's training path",

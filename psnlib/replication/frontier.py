@@ -7,32 +7,42 @@ each main seed keeps its policy at the profile's ``path_steps`` (``psnlib.replic
 each evaluated like the final one, so seed ``s`` has a training path of points
 ``(x, y) = (pass@1, pass@max)``, in percent, averaged over problems within a benchmark, then over
 benchmarks (as ``claim_stats.seed_means``): the base policy at step 0, each kept step, and the
-final policy at the run's last step.
+final policy ``(x_T, y_T)`` at the run's last step.
 
-The frontier value at pass@1 ``x`` of seed ``s``, ``f_s(x)``, is the linear interpolation along
-that path in order of step: on the first segment (the least-trained one) whose pass@1 range holds
-``x``. Where ``x`` lies beyond the path's range of pass@1, ``f_s`` goes on from the path's point
-at that end (above the largest pass@1: that point, the most trained of a tie, "GRPO trained
-longer"; below the smallest: that point, the least trained of a tie) along the path's own
-least-squares slope over all its points (``claim_stats.frontier_slope``). Not along the end
-segment: between the last kept steps pass@1 moves by tenths of a point, so that segment's slope
-is noise (on the cpu round's first seeds it reached -200 points of pass@max per point of pass@1,
-the whole path's -1 to -5). Such a value is marked (``where``: ``above the path`` or ``below the
-path``, counted in ``frontier_table``'s ``beyond``); with ``extrapolate=False`` it is NaN instead
-and that seed drops out of the mean (a smaller ``n``). A path flat in pass@1 extrapolates nothing
-(NaN).
+The frontier of seed ``s``, ``f_s``, is monotone: the decreasing isotonic fit of the path's
+pass@max on its pass@1 (``scipy.optimize.isotonic_regression``; points of equal pass@1 first
+averaged, weighted by their count), linear between the fitted points; beyond the path's range of
+pass@1 it goes on from the fitted end point along the path's own least-squares slope over all its
+points (``claim_stats.frontier_slope``; NaN for a path flat in pass@1), and the value is marked
+(``where``: ``above the path`` or ``below the path``, counted in ``frontier_table``'s ``beyond``).
+Pass@1 is not monotone along a path (cpu seed 1: 10.55, 10.49, 9.70, 10.53 at steps 32-80) while
+pass@max keeps falling, so a point-to-point reading is no function of pass@1; the fit pools such
+points into one level.
 
-The statistic of an arm: per seed ``d_s = y_arm,s - f_s(x_arm,s)``, the arm's pass@max above
-GRPO's path at the arm's own pass@1 (positive: better than GRPO trained less or longer), its mean
-over seeds and the paired t-interval (``verdicts.paired_t_interval``). Beside it
-``frontier_table`` gives the across-seed statistic of the same arm against GRPO's final policies
-(``claim_stats.frontier_differences`` and its jackknife ``frontier_interval``), and
+The statistic of an arm at seed ``s`` reads it relative to GRPO's own final policy on the same
+frontier:
+
+    g_s = (y_arm,s - f_s(x_arm,s)) - (y_T,s - f_s(x_T,s))
+        = (y_arm,s - y_T,s) - (f_s(x_arm,s) - f_s(x_T,s)),
+
+the plain pass@max difference less what GRPO's frontier itself moves between GRPO's pass@1 and
+the arm's (positive: better than GRPO trained less or longer to the arm's pass@1). GRPO's final
+policy against its own path scores 0 by construction, which round two's rule did not: read on
+the path's first (least-trained) segment holding ``x`` (``first_segment_value``), the frontier is
+close to an upper envelope of noisy points, and GRPO against its own path at the same seed gave
+-2.3 [-4.5, -0.1] on the cpu records (``psnlib.replication.nulls``, which keeps that rule to
+show it failing; docs/protocol.md, "Null checks", has the candidates measured and why this one).
+
+Over seeds: the mean of ``g_s`` and the paired t-interval (``verdicts.paired_t_interval``). Beside
+it ``frontier_table`` gives the across-seed statistic of the same arm against GRPO's final
+policies (``claim_stats.frontier_differences`` and its jackknife ``frontier_interval``), and
 ``slope_table`` the path's own slope (pass@max per point of pass@1 along each seed's path, a
 least-squares fit over its points, ``claim_stats.frontier_slope``) beside the across-seed one.
 
 ``OnGRPOPath`` is the gap as a claim's statistic (``psnlib.replication.claim_stats.Statistic``):
-per seed, ours' pass@max (value_a) against GRPO's path at ours' pass@1 (value_b), so the claims
-table and RESULTS.md carry the measured frontier beside the across-seed one
+per seed, ours' pass@max moved along GRPO's frontier to GRPO's final pass@1, ``y_arm - (f_s(x_arm)
+- f_s(x_T))`` (value_a), against GRPO's final pass@max ``y_T`` (value_b), so the claims table and
+RESULTS.md carry the measured frontier beside the across-seed one
 (``psnlib.replication.claims_psn.PASS_ON_GRPO_PATH``, whose paths
 ``psnlib.replication.jobs.training_paths`` reads from the run ledger).
 
@@ -48,6 +58,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import isotonic_regression
 
 from psnlib.replication import ledger
 from psnlib.replication.claim_stats import (
@@ -113,51 +124,81 @@ def points(
     return per_benchmark.groupby(list(by)).mean().reset_index()
 
 
-def frontier_value(
-    path: pd.DataFrame, x: float, extrapolate: bool = True
-) -> tuple[float, str, str]:
-    """``f(x)`` along one seed's path (columns step, pass1, passmax; module doc), where it lies
-    (``INSIDE``, ``ABOVE`` or ``BELOW``) and the segment's steps (``"32-64"``; beyond the path,
-    the step it goes on from: ``"from 80"``)."""
+def first_segment_value(path: pd.DataFrame, x: float) -> float:
+    """Round two's frontier value at ``x`` along one seed's path (columns step, pass1, passmax),
+    kept for the null table only (``psnlib.replication.nulls``), which shows it failing: the
+    linear interpolation on the first (least-trained) segment, in order of step, whose pass@1
+    range holds ``x`` (a segment flat in pass@1 at ``x``: its first point); beyond the path's
+    range, on from its end point (the largest pass@1, latest of a tie; the smallest, earliest of
+    a tie) along the path's own least-squares slope."""
     path = path.sort_values("step")
-    xs, ys, steps = (path[c].to_numpy() for c in ("pass1", "passmax", "step"))
-    if len(xs) < 2:
-        raise ValueError(f"a training path needs at least two points, got {len(xs)}")
-    ends = [(i, i + 1) for i in range(len(xs) - 1)]
-    inside = [(i, j) for i, j in ends if min(xs[i], xs[j]) <= x <= max(xs[i], xs[j])]
+    xs, ys = (path[c].to_numpy(dtype=float) for c in ("pass1", "passmax"))
+    _check_path(xs)
+    inside = [i for i in range(len(xs) - 1) if min(xs[i], xs[i + 1]) <= x <= max(xs[i], xs[i + 1])]
     if not inside:
         above = x > xs.max()
-        # the end point: the largest pass@1 (latest of a tie) or the smallest (earliest of a tie)
         a = max(range(len(xs)), key=lambda i: (xs[i], i)) if above else int(np.argmin(xs))
-        where, segment = (ABOVE if above else BELOW), f"from {steps[a]}"
-        if not extrapolate:
-            return float("nan"), where, segment
-        return float(ys[a] + (x - xs[a]) * frontier_slope(xs, ys)), where, segment
-    i, j = inside[0]
-    if xs[i] == xs[j]:  # a segment flat in pass@1 at x: its first point
-        return float(ys[i]), INSIDE, f"{steps[i]}-{steps[j]}"
-    return (
-        float(ys[i] + (x - xs[i]) * (ys[j] - ys[i]) / (xs[j] - xs[i])),
-        INSIDE,
-        f"{steps[i]}-{steps[j]}",
-    )
+        return float(ys[a] + (x - xs[a]) * frontier_slope(xs, ys))
+    i = inside[0]
+    if xs[i] == xs[i + 1]:
+        return float(ys[i])
+    return float(ys[i] + (x - xs[i]) * (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i]))
 
 
-def frontier_gap(path: pd.DataFrame, arm: pd.DataFrame, extrapolate: bool = True) -> pd.DataFrame:
-    """Per seed that both have: the arm's pass1 and passmax (``arm``: seed, pass1, passmax), the
-    frontier value at its pass1 along that seed's GRPO path (``path``: seed, step, pass1,
-    passmax), ``gap = passmax - frontier``, where the value lies and on which segment."""
+def _check_path(xs: np.ndarray) -> None:
+    if len(xs) < 2:
+        raise ValueError(f"a training path needs at least two points, got {len(xs)}")
+
+
+def monotone_fit(path: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One seed's monotone frontier (module doc): the path's distinct pass@1 values, ascending,
+    and the decreasing isotonic fit of pass@max on them (points of equal pass@1 averaged first,
+    weighted by their count)."""
+    xs = path["pass1"].to_numpy(dtype=float)
+    _check_path(xs)
+    levels = path.groupby("pass1")["passmax"].agg(["mean", "size"])  # sorted by pass@1
+    fit = isotonic_regression(
+        levels["mean"].to_numpy(dtype=float),
+        weights=levels["size"].to_numpy(dtype=float),
+        increasing=False,
+    ).x
+    return levels.index.to_numpy(dtype=float), fit
+
+
+def frontier_value(path: pd.DataFrame, x: float) -> tuple[float, str]:
+    """``f(x)`` on one seed's monotone frontier (columns pass1, passmax; module doc) and where
+    ``x`` lies: ``INSIDE`` the path's range of pass@1, ``ABOVE`` or ``BELOW`` it (on from the
+    fitted end point along the path's own least-squares slope: NaN for a path flat in
+    pass@1)."""
+    xs, fit = monotone_fit(path)
+    if xs[0] <= x <= xs[-1]:
+        return float(np.interp(x, xs, fit)), INSIDE
+    slope = frontier_slope(path["pass1"], path["passmax"])
+    end = -1 if x > xs[-1] else 0
+    return float(fit[end] + (x - xs[end]) * slope), ABOVE if end else BELOW
+
+
+def frontier_gap(path: pd.DataFrame, arm: pd.DataFrame) -> pd.DataFrame:
+    """Per seed that both have: the arm's pass1 and passmax (``arm``: seed, pass1, passmax),
+    GRPO's final ``grpo_pass1``, ``grpo_passmax`` (its path's last step), the frontier's values
+    at both pass@1s (``frontier``: at the arm's; ``at_grpo``: at GRPO's), the gap ``gap = (passmax
+    - grpo_passmax) - (frontier - at_grpo)`` (module doc) and where the arm's pass@1 lies on that
+    seed's path (``path``: seed, step, pass1, passmax)."""
     if arm["seed"].duplicated().any():
         raise ValueError(f"an arm has one row per seed, got the seeds {arm['seed'].tolist()}")
     rows = []
     paths = dict(iter(path.groupby("seed")))
+    final = final_points(path).set_index("seed")
     for seed, x, y in arm[["seed", "pass1", "passmax"]].itertuples(index=False):
         if seed not in paths:
             continue
-        value, where, segment = frontier_value(paths[seed], x, extrapolate)
+        value, where = frontier_value(paths[seed], x)
+        x_t, y_t = final.loc[seed, "pass1"], final.loc[seed, "passmax"]
+        at_grpo = frontier_value(paths[seed], x_t)[0]
         rows.append(
-            {"seed": seed, "pass1": x, "passmax": y, "frontier": value, "gap": y - value}
-            | {"where": where, "segment": segment}
+            {"seed": seed, "pass1": x, "passmax": y, "grpo_pass1": x_t, "grpo_passmax": y_t}
+            | {"frontier": value, "at_grpo": at_grpo, "gap": (y - y_t) - (value - at_grpo)}
+            | {"where": where}
         )
     if not rows:
         raise ValueError(f"no seed of the arm {sorted(arm['seed'])} has a GRPO training path")
@@ -169,28 +210,19 @@ def final_points(path: pd.DataFrame) -> pd.DataFrame:
     return path.sort_values("step").groupby("seed").tail(1).sort_values("seed")
 
 
-def frontier_table(
-    path: pd.DataFrame, arms: pd.DataFrame, extrapolate: bool = True
-) -> pd.DataFrame:
+def frontier_table(path: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
     """Per policy of ``arms`` (columns policy, seed, pass1, passmax): ``n`` seeds with a path,
-    ``mean`` gap above GRPO's path (``frontier_gap``) with its paired t-interval ``lo``, ``hi``,
-    ``beyond`` (how many seeds' pass@1 lies beyond their path: extrapolated, or left out of ``n``
-    without ``extrapolate``); beside
+    ``mean`` gap on GRPO's path (``frontier_gap``) with its paired t-interval ``lo``, ``hi``,
+    ``beyond`` (how many seeds' pass@1 lies beyond their path: read along its own slope); beside
     it ``across``, ``across_lo``, ``across_hi``: the across-seed statistic against GRPO's final
     policies at the same seeds (``claim_stats.frontier_differences``, jackknife interval)."""
     rows = []
-    final = final_points(path).set_index("seed")
     for policy, arm in arms.groupby("policy", sort=False):
-        gaps = frontier_gap(path, arm, extrapolate)
+        gaps = frontier_gap(path, arm)
         d = gaps["gap"].dropna().to_numpy(dtype=float)
         lo, hi = paired_t_interval(d)
-        mine = arm.set_index("seed").loc[gaps["seed"]]
-        columns = [
-            mine["pass1"],
-            mine["passmax"],
-            *(final.loc[gaps["seed"], c] for c in ("pass1", "passmax")),
-        ]
-        arrays = [c.to_numpy(dtype=float) for c in columns]
+        columns = ("pass1", "passmax", "grpo_pass1", "grpo_passmax")
+        arrays = [gaps[c].to_numpy(dtype=float) for c in columns]
         across = float(frontier_differences(*arrays).mean())
         across_lo, across_hi = frontier_interval(*arrays)
         rows.append(
@@ -228,13 +260,13 @@ def slope_table(path: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class OnGRPOPath(Statistic):
-    """pass@max of ours against GRPO's training path at ours' pass@1 (``frontier_gap``): value_a
-    ours' pass@max, value_b the path's value ``f_s(x_ours)`` at the same seed, so the difference
-    is the gap ``g_s`` of the module doc, its interval the paired t over seeds. ``paths`` reads
-    the paths as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds,
-    compute; a ``LookupError`` for records it lacks, which makes the claim ``NotRun``: nothing is
-    computed here); ``reference`` is the label of the policy whose path it is (theirs must be
-    it)."""
+    """pass@max of ours against GRPO's training path (``frontier_gap``): value_a ours' pass@max
+    moved along GRPO's monotone frontier to GRPO's final pass@1, ``y_arm - (f_s(x_arm) -
+    f_s(x_T))``, value_b GRPO's final pass@max ``y_T`` at the same seed, so the difference is the
+    gap ``g_s`` of the module doc, its interval the paired t over seeds. ``paths`` reads the paths
+    as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds, compute; a
+    ``LookupError`` for records it lacks, which makes the claim ``NotRun``: nothing is computed
+    here); ``reference`` is the label of the policy whose path it is (theirs must be it)."""
 
     paths: Callable[..., pd.DataFrame] | None = None
     reference: str = ""
@@ -253,7 +285,7 @@ class OnGRPOPath(Statistic):
         exclude: tuple[int, ...] = (),
     ) -> SeedValues:
         """Per seed of ours outside ``exclude`` with a path: value_a, value_b (class doc); a note
-        with the path's points and how many seeds lie beyond their path (extrapolated)."""
+        with the path's points and how many seeds' pass@1 lies beyond their path."""
         if theirs != self.reference:
             raise ValueError(f"{self.name} compares an arm with {self.reference!r}, got {theirs!r}")
         if problems is None:
@@ -267,13 +299,18 @@ class OnGRPOPath(Statistic):
             path = self.paths(profile, benchmarks, arm["seed"].tolist(), compute=False)
         except LookupError as missing:
             raise NotRun(str(missing)) from None
-        gaps = frontier_gap(path, arm).dropna(subset=["frontier"]).set_index("seed")
-        values = gaps[["passmax", "frontier"]].set_axis(["value_a", "value_b"], axis=1)
+        gaps = frontier_gap(path, arm).dropna(subset=["gap"]).set_index("seed")
+        values = pd.DataFrame(
+            {
+                "value_a": gaps["passmax"] - (gaps["frontier"] - gaps["at_grpo"]),
+                "value_b": gaps["grpo_passmax"],
+            }
+        )
         steps = ", ".join(map(str, sorted(set(path["step"]))))
         beyond = int((gaps["where"] != INSIDE).sum())
         note = (
-            f"GRPO's path at each seed: its policy at steps {steps} (0: the base policy); "
-            f"{beyond} of {len(gaps)} seeds' pass@1 beyond their path (on along the path's "
-            "own slope)"
+            f"GRPO's path at each seed: its policy at steps {steps} (0: the base policy), read "
+            f"on its monotone fit relative to GRPO's final policy; {beyond} of {len(gaps)} seeds' "
+            "pass@1 beyond their path (on along the path's own slope)"
         )
         return SeedValues(values, note=note)
