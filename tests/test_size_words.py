@@ -144,12 +144,12 @@ def test_a_claim_is_tested_on_the_seeds_that_did_not_frame_it():
     theirs = _problems(GRPO.label, seeds, {0: 0, 1: 4, 2: 4, 3: 4})
     problems = pd.concat([ours, theirs])
     all_seeds = check_claim(claim, problems, SMOKE)
-    framed = dataclasses.replace(claim, exclude_seeds=((SMOKE.name, (0,)),))
+    framed = dataclasses.replace(claim, exclude_seeds=((SMOKE.name, (0,)),), framed="seed 0")
     left = check_claim(framed, problems, SMOKE)
     assert all_seeds["seeds"] == 4 and all_seeds["diff"] > 0
     assert left["seeds"] == 3 and left["diff"] == pytest.approx(0.0)
     assert "seeds that framed the claim left out: 0" in left["note"]
-    other = dataclasses.replace(claim, exclude_seeds=(("cpu", (0,)),))
+    other = dataclasses.replace(claim, exclude_seeds=(("cpu", (0,)),), framed="seed 0")
     assert check_claim(other, problems, SMOKE)["seeds"] == 4  # another profile's seed 0
     # PASS_AT_MAX honours it too (the statistic, not the row, leaves the seeds out)
     at_max = dataclasses.replace(framed, statistic=PASS_AT_MAX)

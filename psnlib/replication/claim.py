@@ -11,7 +11,11 @@ configuration the paper gives no number for has none: no size word, only the dir
 an "about equal" claim states its equivalence margin by the one rule ``EQUIVALENCE_SHARE``, a
 "costs at most" claim its non-inferiority margin (``psnlib.replication.verdicts`` says how each
 enters the verdict). ``exclude_seeds`` leaves out, at a profile, the seeds whose results framed a
-claim (its direction was chosen after seeing them): the claim is tested on the others.
+claim (its direction was chosen after seeing them, or the claim itself was added after seeing
+them: ``framed`` says when and why): the claim is tested on the others, and where the profile has
+no other seeds it is *exploratory* on the seeds that framed it, whatever its interval, until fresh
+seeds confirm it (``post_hoc``). ``family`` is the claim family its Holm correction runs within
+(``FAMILIES``; docs/protocol.md section 2.10 says which claims are confirmatory).
 
 ``ours`` and ``theirs`` are the experiment's ``Variant`` objects, or, where the policy depends on
 the profile, an ``AtProfile`` that picks it at a profile (``on_other_model``: the profile's n-th
@@ -42,6 +46,19 @@ from psnlib.replication.variants import Variant, model_name
 from psnlib.replication.verdicts import DIRECTIONS, EQUIVALENT, SUPERIOR
 
 NOT_RUN = "not run at this profile"  # the status of a claim the profile has no runs for
+# the status of a claim whose reference solves no problem at any seed: nothing to compare with
+NOT_COMPARABLE = "not comparable: the reference collapsed"
+# the status of a claim whose statistic fails its null check (psnlib.replication.nulls)
+NULL_FAILED = "no verdict: its statistic fails its null check"
+STATUSES = (NOT_RUN, NOT_COMPARABLE, NULL_FAILED)  # rows that carry no verdict word
+
+# The families within which verdicts are Holm-corrected (docs/protocol.md section 2.10): each
+# paper's claims against GRPO on the primary endpoint at the main seeds are confirmatory (the
+# premise, RL against the base policy, with the weak-prefix paper, whose numbers it quotes); every
+# other claim is secondary, per paper.
+PSN_CONFIRMATORY, WEAK_CONFIRMATORY = "PSN: confirmatory", "weak prefixes: confirmatory"
+PSN_SECONDARY, WEAK_SECONDARY = "PSN: secondary", "weak prefixes: secondary"
+FAMILIES = (PSN_CONFIRMATORY, WEAK_CONFIRMATORY, PSN_SECONDARY, WEAK_SECONDARY)
 
 # One margin rule for every "about equal" claim (docs/protocol.md section 2.6): equal within this
 # share of theirs' value. Half the smallest gain either paper reports for its own method, as a
@@ -162,8 +179,19 @@ class Claim:
     # seeing them): left out of its statistic at that profile, so that it is tested on seeds that
     # did not frame it (a seed of another profile is another run, and stays)
     exclude_seeds: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # when and why the claim was framed after seeing those seeds' results (required with them)
+    framed: str = ""
+    family: str = PSN_SECONDARY  # the Holm family (FAMILIES)
 
     def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if bool(self.exclude_seeds) != bool(self.framed):
+            raise ValueError(
+                "a claim with seeds that framed it (exclude_seeds) says when and why (framed), "
+                f"and only such a claim: got exclude_seeds={self.exclude_seeds}, "
+                f"framed={self.framed!r}"
+            )
         if self.kind not in ("id", "ood", "all"):
             raise ValueError(f"kind must be 'id', 'ood' or 'all', got {self.kind!r}")
         if self.direction not in DIRECTIONS:
@@ -181,15 +209,26 @@ class Claim:
         if self.interest is not None and self.direction != SUPERIOR:
             raise ValueError("the size of interest of a claim with a margin is its margin")
 
+    @property
+    def described(self) -> str:
+        """``paper``, and where the claim was framed after seeing results, when and why."""
+        return f"{self.paper}; framed post hoc: {self.framed}" if self.framed else self.paper
+
     def excluded(self, profile: Profile) -> tuple[int, ...]:
         """The seeds left out of the claim's statistic at ``profile`` (``exclude_seeds``)."""
         return tuple(s for name, seeds in self.exclude_seeds if name == profile.name for s in seeds)
 
+    def post_hoc(self, profile: Profile) -> bool:
+        """Whether every seed of the claim's experiment at ``profile`` framed it (``excluded``):
+        then it is measured on those seeds and stays *exploratory* until fresh seeds confirm
+        it."""
+        framed = self.excluded(profile)
+        return bool(framed) and not set(self.experiment(profile).seeds) - set(framed)
+
     def sides(self, profile: Profile) -> tuple[Variant, Variant]:
         """The variants of ``ours`` and ``theirs`` in the claim's experiment at ``profile``;
         ``NotRun`` where the profile has no such policy, its experiment does not train it, or
-        both sides are one policy (the profile's sigma is the sweep's smallest), or every seed
-        of the experiment is one that framed the claim there (``excluded``)."""
+        both sides are one policy (the profile's sigma is the sweep's smallest)."""
         ours, theirs = (
             s.pick(profile) if isinstance(s, AtProfile) else s for s in (self.ours, self.theirs)
         )
@@ -200,10 +239,4 @@ class Claim:
         absent = [v.label for v in (ours, theirs) if v.label not in trained]
         if absent:
             raise NotRun(f"the {plan.name} experiment at this profile has no {absent}")
-        framed = self.excluded(profile)
-        if framed and not set(plan.seeds) - set(framed):
-            raise NotRun(
-                f"the {plan.name} experiment at this profile has only seeds that framed the claim "
-                f"({', '.join(map(str, framed))})"
-            )
         return ours, theirs

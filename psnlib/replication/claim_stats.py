@@ -53,7 +53,7 @@ rollouts per CPU second.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +72,17 @@ def number(x: float, unit: str, signed: bool = False) -> str:
     if not np.isfinite(x):
         return "n/a"
     return f"{x:{'+' if signed else ''}.{DIGITS.get(unit, 1)}f}"
+
+
+def spans(numbers: Iterable[int]) -> str:
+    """Integers as ranges, ``[0, 1, 2, 3, 5]`` -> ``"0-3, 5"`` (seeds, row numbers)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
 
 
 def paired(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:

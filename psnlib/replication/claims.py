@@ -9,7 +9,15 @@ the fields mean is there); the ``paper`` strings quote the papers (arXiv 2602.02
 
 from __future__ import annotations
 
-from psnlib.replication.claim import Claim
+from dataclasses import replace
+
+from psnlib.replication.claim import (
+    PSN_CONFIRMATORY,
+    PSN_SECONDARY,
+    WEAK_CONFIRMATORY,
+    WEAK_SECONDARY,
+    Claim,
+)
 from psnlib.replication.claims_psn import PSN_CLAIMS, PSN_MAIN_CLAIMS
 from psnlib.replication.claims_released import (
     BASELINE_CLAIMS,
@@ -18,16 +26,27 @@ from psnlib.replication.claims_released import (
     TIS_CLAIMS,
 )
 from psnlib.replication.claims_weak import COVERAGE_CLAIMS, WEAK_PREFIX_CLAIMS
+from psnlib.replication.experiments import GRPO
 
 __all__ = ["CLAIMS"]
 
+
+def _families(
+    claims: tuple[Claim, ...], confirmatory: str, secondary: str, against_grpo: bool = True
+) -> tuple[Claim, ...]:
+    """``claims`` in ``confirmatory`` where they compare with GRPO (all of them where
+    ``against_grpo`` is False), the others in ``secondary``."""
+    return tuple(
+        replace(c, family=confirmatory if c.theirs == GRPO or not against_grpo else secondary)
+        for c in claims
+    )
+
+
 CLAIMS: tuple[Claim, ...] = (
-    *COVERAGE_CLAIMS,
-    *PSN_MAIN_CLAIMS,
-    *RELEASED_CLAIMS,
-    *TIS_CLAIMS,
-    *PSN_CLAIMS,
-    *RELEASED_ABLATION_CLAIMS,
-    *BASELINE_CLAIMS,
-    *WEAK_PREFIX_CLAIMS,
+    *_families(COVERAGE_CLAIMS, WEAK_CONFIRMATORY, WEAK_SECONDARY, against_grpo=False),
+    *_families(PSN_MAIN_CLAIMS, PSN_CONFIRMATORY, PSN_SECONDARY),
+    *_families(RELEASED_CLAIMS, PSN_CONFIRMATORY, PSN_SECONDARY),
+    *_families((*TIS_CLAIMS, *PSN_CLAIMS, *RELEASED_ABLATION_CLAIMS), PSN_SECONDARY, PSN_SECONDARY),
+    *_families(BASELINE_CLAIMS, PSN_SECONDARY, PSN_SECONDARY),
+    *_families(WEAK_PREFIX_CLAIMS, WEAK_CONFIRMATORY, WEAK_SECONDARY),
 )

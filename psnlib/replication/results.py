@@ -23,23 +23,33 @@ scale: *smaller than reported* is judged against the paper's effect scaled to th
 it is a pass@k with the paper's reference value (the raw effect otherwise), and a claim whose
 MDE is not below its effect of interest (that scaled effect, the size the claim states it must
 see where the paper gives none, or the margin) is *exploratory*, its interval shown. A claim's
-``exclude_seeds`` (at a profile, the seeds that framed it) are left out of its statistic. A claim
-whose policies the profile does not train (a third base model where the profile has one other)
-gets the status ``NOT_RUN`` and the reason, no numbers.
-``psnlib.replication.results_text.results_markdown`` renders the table and a discussion computed
-from it (nothing in it is written once for every profile); notebook 15 writes it to
+``exclude_seeds`` (at a profile, the seeds that framed it) are left out of its statistic; where
+the profile has no other seeds the claim is measured on them and stays *exploratory* (post hoc,
+``Claim.post_hoc``). A claim whose policies the profile does not train (a third base model where
+the profile has one other) gets the status ``NOT_RUN`` and the reason, no numbers; one whose
+reference solves no problem at any seed the status ``NOT_COMPARABLE`` (a collapsed baseline is
+no reference); one whose statistic fails its null check (``psnlib.replication.nulls``, passed as
+``nulls``) the status ``NULL_FAILED``, its numbers shown.
+
+Error control: each row with a verdict word carries the p-value of the test behind it
+(``verdicts.p_value``) and, within its claim's family (``Claim.family``), Holm's adjusted p and the
+verdict the rule gives on the interval widened to Holm's level (``verdicts.holm_interval``):
+``p_holm`` and ``verdict_holm`` (``with_holm``). Statuses, post-hoc and one-seed rows take no part
+in the correction and keep their word.
+``psnlib.replication.results_page.results_markdown`` renders the page (the confirmatory claims
+first, nothing in it written once for every profile); notebook 15 writes it to
 ``figures/<profile>/RESULTS.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from psnlib.replication.claim import NOT_RUN, Claim, NotRun
-from psnlib.replication.claim_stats import seed_means
+from psnlib.replication.claim import NOT_COMPARABLE, NOT_RUN, NULL_FAILED, STATUSES, Claim, NotRun
+from psnlib.replication.claim_stats import seed_means, spans
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.experiments import (
     WEAK_PREFIX,
@@ -48,20 +58,20 @@ from psnlib.replication.experiments import (
     main_results,
     weak_prefix,
 )
+from psnlib.replication.nulls import statistic_of
 from psnlib.replication.profiles import Profile
-from psnlib.replication.results_text import (
-    claims_markdown,
-    code_differences,
-    discussion,
-    results_markdown,
-    write_results,
-)
+from psnlib.replication.results_page import claims_markdown, results_markdown, write_results
+from psnlib.replication.results_text import code_differences, discussion
 from psnlib.replication.results_time import timing_summary
 from psnlib.replication.summaries import AVERAGE, with_average
 from psnlib.replication.verdicts import (
+    EXPLORATORY,
     effect_of_interest,
     headroom_scaled,
+    holm,
+    holm_interval,
     minimum_detectable_effect,
+    p_value,
     paired_t_interval,
     standard_error,
     verdict,
@@ -79,6 +89,7 @@ __all__ = [
     "not_run",
     "results_markdown",
     "timing_summary",
+    "with_holm",
     "write_results",
 ]
 
@@ -111,13 +122,23 @@ def on_this_scale(size: float | None, theirs: float, paper_theirs: float | None)
     return headroom_scaled(size, theirs, paper_theirs)
 
 
-def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> dict:
+def judgement(
+    claim: Claim,
+    lo: float,
+    hi: float,
+    seeds: int,
+    theirs: float,
+    diff: float = float("nan"),
+    worded: tuple[float, float] | None = None,
+) -> dict:
     """The columns that follow from a claim's interval (``psnlib.replication.verdicts``): the
     claim's direction, the paper's effect (and, for a pass@k, scaled to this testbed's headroom),
     the margin (the statistic's unit: ``claim.margin`` x theirs' value; equivalence and
     non-inferiority claims only), the effect of interest, the minimum detectable effect at 80%
-    power and the verdict; for a claim without runs (0 seeds) the status ``NOT_RUN`` instead of a
-    verdict.
+    power, the p-value of the test behind the word (``verdicts.p_value``, from ``diff``, the
+    interval's centre) and the verdict; for a claim without runs (0 seeds) the status
+    ``NOT_RUN`` instead of a verdict. ``worded``: another interval to read the word from (Holm's
+    widened one, ``with_holm``), the MDE and p still from ``[lo, hi]``.
 
     Size on this testbed's scale: *smaller than reported* is judged against the scaled effect
     where there is one (a pass@k with the paper's reference value), the raw effect otherwise.
@@ -138,8 +159,16 @@ def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> 
         else on_this_scale(claim.interest, theirs, claim.paper_theirs)
     )  # what the seeds must see
     interest = effect_of_interest(claim.direction, margin, wanted)
+    word_lo, word_hi = worded or (lo, hi)
     word = verdict(
-        lo, hi, claim.direction, seeds, margin=margin, effect=size, mde=mde, interest=interest
+        word_lo,
+        word_hi,
+        claim.direction,
+        seeds,
+        margin=margin,
+        effect=size,
+        mde=mde,
+        interest=interest,
     )
     return {
         "direction": claim.direction,
@@ -148,14 +177,47 @@ def judgement(claim: Claim, lo: float, hi: float, seeds: int, theirs: float) -> 
         "margin": margin,
         "interest": interest if seeds else nan,
         "mde": mde,
+        "p": p_value(diff, lo, hi, seeds, claim.direction, margin),
         "verdict": word if seeds else NOT_RUN,
     }
 
 
+def with_holm(table: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
+    """``table`` (rows of ``check_claim``) with ``p_holm`` and ``verdict_holm``: within each
+    family (column ``family``), Holm's adjusted p of the rows whose verdict is a word from an
+    interval over seeds (``verdicts.holm``; statuses, post-hoc rows and one-seed rows take no
+    part: NaN, and their word unchanged), and the verdict the rule gives on the interval widened
+    to the level at which the row's own test decides as Holm's (``verdicts.holm_interval``)."""
+    by_name = {c.name: c for c in claims}
+    table = table.copy()
+    tested = (
+        ~table["verdict"].isin(STATUSES)
+        & ~table["post_hoc"].astype(bool)
+        & (table["seeds"] >= 2)
+        & np.isfinite(table["p"].astype(float))
+    )
+    table["p_holm"] = np.nan
+    for _, rows in table[tested].groupby("family"):
+        table.loc[rows.index, "p_holm"] = holm(rows["p"].to_numpy(dtype=float))
+    words = []
+    for r in table.to_dict("records"):
+        if not np.isfinite(r["p_holm"]):
+            words.append(r["verdict"])
+            continue
+        seeds = int(r["seeds"])
+        widened = holm_interval(r["diff"], r["lo"], r["hi"], seeds, r["p"], r["p_holm"])
+        claim = by_name[r["claim"]]
+        again = judgement(claim, r["lo"], r["hi"], seeds, r["value_theirs"], r["diff"], widened)
+        words.append(again["verdict"])
+    table["verdict_holm"] = words
+    return table
+
+
 def judge(table: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
-    """``table`` (rows of ``check_claim``) with the claim's own columns (its ``paper`` text and
-    the judgement) computed anew from each row's interval and the claim of the same name, e.g.
-    after the verdict rules or the claims' texts changed."""
+    """``table`` (rows of ``check_claim``) with the claim's own columns (its ``paper`` text, its
+    family and the judgement) computed anew from each row's interval and the claim of the same
+    name, e.g. after the verdict rules or the claims' texts changed, then Holm's columns
+    (``with_holm``). A row's status (``STATUSES``) and a post-hoc row's *exploratory* stay."""
     by_name = {c.name: c for c in claims}
     missing = sorted(set(table["claim"]) - set(by_name))
     if missing:
@@ -163,15 +225,16 @@ def judge(table: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFra
     rows = []
     for r in table.to_dict("records"):
         claim = by_name[r["claim"]]
-        theirs = r["value_theirs"]
+        post_hoc = bool(r.get("post_hoc", False))
+        diff = r.get("diff", (r["lo"] + r["hi"]) / 2)  # a t-interval's centre
+        judged = judgement(claim, r["lo"], r["hi"], int(r["seeds"]), r["value_theirs"], diff)
+        if r.get("verdict") in STATUSES or post_hoc:
+            judged["verdict"] = r["verdict"]
         rows.append(
-            {
-                **r,
-                "paper": claim.paper,
-                **judgement(claim, r["lo"], r["hi"], int(r["seeds"]), theirs),
-            }
+            {**r, "paper": claim.described, "family": claim.family, "post_hoc": post_hoc}
+            | {"diff": diff, **judged}
         )
-    return pd.DataFrame(rows)
+    return with_holm(pd.DataFrame(rows), claims)
 
 
 def _row(
@@ -180,7 +243,8 @@ def _row(
     """The columns of a row that the claim and its policies' labels give."""
     return {
         "claim": claim.name,
-        "paper": claim.paper,
+        "family": claim.family,
+        "paper": claim.described,
         "ours": ours,
         "theirs": theirs,
         "statistic": claim.statistic.label(profile),
@@ -199,12 +263,24 @@ def not_run(claim: Claim, profile: Profile, reason: str) -> dict:
         **_row(claim, profile, claim.ours.label, claim.theirs.label, "", reason),
         **numbers,
         **judgement(claim, nan, nan, 0, nan),
+        "post_hoc": False,
         "notebook": claim.notebook,
     }
 
 
+def collapsed(problems: pd.DataFrame, policy: str, seeds: pd.Index) -> bool:
+    """Whether ``policy`` solves no problem of ``problems`` (none of its samples correct) at
+    any of ``seeds``: a reference that failed, against which no claim is judged."""
+    mine = problems[(problems["policy"] == policy) & problems["seed"].isin(seeds)]
+    return bool(len(mine)) and not (mine["correct"] > 0).any()
+
+
 def check_claim(
-    claim: Claim, problems: pd.DataFrame, profile: Profile, logs: pd.DataFrame | None = None
+    claim: Claim,
+    problems: pd.DataFrame,
+    profile: Profile,
+    logs: pd.DataFrame | None = None,
+    nulls: Mapping[str, str] | None = None,
 ) -> dict:
     """Our side of one claim from the tables its experiment returns: the per-problem
     ``problems`` and, for a per-run statistic, the training ``logs``
@@ -212,7 +288,13 @@ def check_claim(
     ``solved_only``, problems solved only by it), the difference, its interval, the verdict and
     the benchmarks averaged. Percent for pass@k and shares, a count for ``solved_only``. A claim
     whose policies the profile lacks, or whose statistic finds no records to read (GRPO's training
-    path, read from the run ledger and never computed here), gets the row of ``not_run``."""
+    path, read from the run ledger and never computed here), gets the row of ``not_run``; one
+    whose reference solves nothing at its seeds the status ``NOT_COMPARABLE``; one whose
+    statistic is in ``nulls`` (``psnlib.replication.nulls.statistic_of(claim)`` -> why it fails
+    its null check, ``psnlib.replication.nulls.failing``) the status ``NULL_FAILED``, the reason
+    in its note. A
+    post-hoc claim (``Claim.post_hoc``) is measured on the seeds that framed it and is
+    *exploratory*."""
     names = profile.benchmarks if claim.kind == "all" else benchmarks_of(profile, claim.kind)
     problems = problems[problems["benchmark"].isin(names)]
     try:
@@ -220,9 +302,11 @@ def check_claim(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     stat = claim.statistic
+    post_hoc = claim.post_hoc(profile)
+    framed = claim.excluded(profile)
     try:
         measured = stat.seed_values(
-            problems, logs, ours.label, theirs.label, profile, claim.excluded(profile)
+            problems, logs, ours.label, theirs.label, profile, () if post_hoc else framed
         )
     except NotRun as reason:  # records the statistic reads are not there
         return not_run(claim, profile, str(reason))
@@ -239,32 +323,52 @@ def check_claim(
     seeds = len(d)
     theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
-    note = measured.note
-    if stat.name.startswith("pass@") and len(d) and (values["value_b"] == 0).all():
-        dead = f"{theirs.label} solves no problem at any seed: a collapsed policy, not an explorer"
-        note = f"{dead}; {note}" if note else dead
-    if claim.excluded(profile):
-        left_out = ", ".join(map(str, claim.excluded(profile)))
-        framed = f"seeds that framed the claim left out: {left_out}"
-        note = f"{framed}; {note}" if note else framed
+    notes = [measured.note] if measured.note else []
+    judged = judgement(claim, lo, hi, seeds, theirs_value, float(np.mean(d)) if seeds else np.nan)
+    if framed and post_hoc:
+        notes.insert(
+            0,
+            f"post hoc: exploratory at the seeds that framed it ({spans(framed)}) until fresh "
+            "seeds confirm it",
+        )
+        judged["verdict"] = EXPLORATORY
+    elif framed:
+        notes.insert(0, f"seeds that framed the claim left out: {spans(framed)}")
+    if collapsed(problems, theirs.label, values.index):
+        notes.insert(
+            0, f"{theirs.label} solves no problem at any seed: a collapsed policy, no reference"
+        )
+        judged["verdict"] = NOT_COMPARABLE
+    elif nulls and statistic_of(claim) in nulls:
+        key = statistic_of(claim)
+        notes.insert(0, f"the statistic ({key}) fails its null check: {nulls[key]}")
+        judged["verdict"] = NULL_FAILED
     return {
-        **_row(claim, profile, ours.label, theirs.label, averaged or "training runs", note),
+        **_row(
+            claim, profile, ours.label, theirs.label, averaged or "training runs", "; ".join(notes)
+        ),
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean()),
         "value_theirs": theirs_value,
         "diff": float(d.mean()),
         "lo": lo,
         "hi": hi,
-        **judgement(claim, lo, hi, seeds, theirs_value),
+        **judged,
+        "post_hoc": post_hoc,
         "notebook": claim.notebook,
     }
 
 
-def evaluate_claims(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
+def evaluate_claims(
+    profile: Profile,
+    claims: tuple[Claim, ...] = CLAIMS,
+    nulls: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
     """Every claim tested on its experiment's tables (runs trained and evaluated now if not
-    cached; each experiment once): one row per claim, the columns of ``check_claim``; a claim
-    whose policies the profile's experiment does not train gets the row of ``not_run``, and
-    nothing is trained for it."""
+    cached; each experiment once): one row per claim, the columns of ``check_claim`` (``nulls``:
+    the statistics that fail their null check, and why) and Holm's within each family
+    (``with_holm``); a claim whose policies the profile's experiment does not train gets the row
+    of ``not_run``, and nothing is trained for it."""
     tables: dict[Callable[[Profile], Plan], dict[str, pd.DataFrame]] = {}  # per experiment
     rows = []
     for claim in claims:
@@ -276,8 +380,8 @@ def evaluate_claims(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.
         if claim.experiment not in tables:
             tables[claim.experiment] = claim.experiment(profile).run(progress=False)
         t = tables[claim.experiment]
-        rows.append(check_claim(claim, t["problems"], profile, t.get("logs")))
-    return pd.DataFrame(rows)
+        rows.append(check_claim(claim, t["problems"], profile, t.get("logs"), nulls))
+    return with_holm(pd.DataFrame(rows), claims)
 
 
 def headline_curves(profile: Profile) -> pd.DataFrame:

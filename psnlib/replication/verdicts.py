@@ -200,3 +200,76 @@ def seeds_needed(sd: float, effect: float, most: int = 1000) -> int | None:
         if minimum_detectable_effect(sd / math.sqrt(n), n) <= effect:
             return n
     return None
+
+
+def p_value(
+    diff: float, lo: float, hi: float, seeds: int, direction: int, margin: float | None = None
+) -> float:
+    """The p-value of the test behind a verdict word, read off the row's 95% interval ``[lo,
+    hi]`` of ``diff = ours - theirs`` over ``seeds`` seeds (a t-interval ``diff +/- t * se``: the
+    paired t, or the jackknife of the equal-pass@1 statistic), so that ``p < 1 - LEVEL`` exactly
+    where the interval gives the word (module doc):
+
+    - ``SUPERIOR``: ``p = 2 P(T > |diff| / se)``, ``T ~ t_{n-1}``: the two-sided test of 0
+      (reproduced or contradicted: the interval clear of 0);
+    - ``EQUIVALENT`` with margin ``m``: the smaller of ``2 max(P(T > (diff + m) / se), P(T <
+      (diff - m) / se))`` (two one-sided tests, TOST: the interval inside ``[-m, m]``) and ``2
+      min(P(T > (diff - m) / se), P(T < (diff + m) / se))`` (the interval wholly outside it);
+    - ``NONINFERIOR`` with margin ``m``: ``2 min(P(T > (diff + m) / se), P(T < (diff + m) /
+      se))``: the interval's lower end above ``-m``, or its upper end below it.
+
+    NaN where the interval is not finite or there are fewer than two seeds (no test)."""
+    if seeds < 2 or not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(diff)):
+        return float("nan")
+    se, df = standard_error(lo, hi, seeds), seeds - 1
+
+    def above(x: float) -> float:  # P(T > x / se), with se = 0 read as a point mass
+        return float(stats.t.sf(x / se, df)) if se > 0 else float(x < 0)
+
+    def below(x: float) -> float:  # P(T < x / se)
+        return float(stats.t.cdf(x / se, df)) if se > 0 else float(x > 0)
+
+    if direction == SUPERIOR:
+        return min(1.0, 2 * min(above(diff), below(diff)))
+    m = float(margin if margin is not None else float("nan"))
+    if not m >= 0:
+        raise ValueError(f"a claim with direction {direction} needs a margin >= 0, got {margin}")
+    if direction == EQUIVALENT:
+        inside = 2 * max(above(diff + m), below(diff - m))
+        outside = 2 * min(above(diff - m), below(diff + m))
+        return min(1.0, inside, outside)
+    return min(1.0, 2 * min(above(diff + m), below(diff + m)))
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values of one family's ``p`` (NaN entries take no part and
+    stay NaN): with the m finite ones sorted, ``p_(1) <= ... <= p_(m)``,
+
+        p_holm_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)),
+
+    so rejecting where ``p_holm < alpha`` controls the family-wise error rate at ``alpha``."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    tested = np.flatnonzero(np.isfinite(p))
+    if (p[tested] < 0).any() or (p[tested] > 1).any():
+        raise ValueError(f"p-values must lie in [0, 1], got {p[tested].tolist()}")
+    order = tested[np.argsort(p[tested], kind="stable")]  # ascending p
+    m = len(order)
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])  # (m - j + 1) p_(j), j from 1
+    out[order] = np.maximum.accumulate(scaled)
+    return out
+
+
+def holm_interval(
+    diff: float, lo: float, hi: float, seeds: int, p: float, p_holm: float
+) -> tuple[float, float]:
+    """The row's interval widened to the level at which its own test decides as Holm's does:
+    ``diff +/- t_{1 - a/2, n-1} se`` with ``a = (1 - LEVEL) p / p_holm`` (``p_holm >= p``), so
+    the widened interval gives a word exactly where ``p_holm < 1 - LEVEL`` and the verdict rule
+    (``verdict``) reads it as it reads the raw one. The raw interval where ``p`` is 0 or not
+    finite (nothing to widen)."""
+    if not (np.isfinite(p) and np.isfinite(p_holm)) or p <= 0 or p_holm <= p:
+        return lo, hi
+    level = 1 - (1 - LEVEL) * p / p_holm
+    half = t_quantile(seeds, level) * standard_error(lo, hi, seeds)
+    return diff - half, diff + half
