@@ -409,3 +409,38 @@ def test_help_into_a_pipe_its_reader_closed_ends_without_a_traceback():
     child.stdout.close()  # before the child, still importing, writes a byte
     errors = child.stderr.read().decode()
     assert child.wait(timeout=120) == 1 and "Traceback" not in errors, errors
+
+
+# ------------------------------------------------------------------------ issue 50, item 9
+
+
+def test_a_stored_result_part_that_is_a_directory_is_named_before_loading(policy, no_work, capsys):
+    """``eval`` read it as JSON when its benchmark came, in an IsADirectoryError traceback."""
+    part = no_work / "data" / "results" / "smoke" / "mine-0123456789ab" / "countdown-l3.json"
+    part.mkdir(parents=True)
+    argv = ["eval", "--profile", "smoke", "--model", str(policy), "--run_key", "mine"]
+    fails(argv, rf"the stored result part {part} is not a file: remove it \(rm -r ", capsys)
+
+
+def test_a_cached_weak_prefix_set_that_is_a_directory_is_named_before_any_work(
+    policy, no_work, capsys
+):
+    """A weak-prefix run read it as JSON once its weak policy was built: IsADirectoryError."""
+    entry = no_work / "data" / "cache" / "weak_prefixes" / "0123456789ab.json"
+    entry.mkdir(parents=True)
+    argv = ["train", "--profile", "smoke", "--model", str(policy), "--prefix_prob", "0.5"]
+    argv += ["--output_dir", str(no_work / "run")]
+    fails(argv, rf"the cached weak-prefix set {entry} is not a file: remove it", capsys)
+
+
+def test_a_trl_whose_overridden_methods_changed_is_one_line_before_loading(
+    policy, no_work, monkeypatch, capsys
+):
+    """The trainer's check (``psnlib.trainer.compat``) ran once the policy was loaded, and its
+    TRLVersionError was a traceback."""
+    from psnlib.trainer import compat
+
+    monkeypatch.setitem(compat.WRITTEN_FOR, "_calculate_rewards", ("self", "inputs"))
+    argv = ["train", "--profile", "smoke", "--model", str(policy)]
+    message = r"overrides GRPOTrainer\._calculate_rewards, written for \('self', 'inputs'\)"
+    fails([*argv, "--output_dir", str(no_work / "run")], message, capsys)

@@ -14,8 +14,15 @@ plain ``ProcessPoolExecutor(2, mp_context=get_context("spawn"))``):
   still sleeping 10 s later (reparented, each about to run out its 60 s);
 - without the checks ``--only`` with no word ran every notebook (the prepare stage first),
   ``--budget 0`` / ``nan`` / ``-5`` went on to the work with no deadline or one already past.
+
+Issue 50 (the tests at the end, each seen failing on the code before its fix): the ledger is
+``<--out>/results``, else ``$PSNLIB_RESULTS`` (it ignored the variable), checked before the first
+task (every task was computed, then refused at the write), a failed task is one line with its run
+key and the reason first; ``--until ''`` is refused, ``--budget`` with ``--until`` ends at the
+earlier; ``--executor slurm --only`` is refused; a file where the figures go is one line.
 """
 
+import datetime
 import os
 import re
 import signal
@@ -27,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from psnlib.replication import ledger, reproduce
+from psnlib.replication import jobs, ledger, notebook_runs, pool, reproduce
 
 
 def did_work(*args, **kwargs) -> None:
@@ -202,3 +209,126 @@ def test_a_budget_or_deadline_that_is_no_time_is_refused(flag, value, shown, no_
     text = refused(["--profile", "smoke", "--out", str(out), flag, value], capsys)
     assert re.search(rf"{flag} must be .*, got {re.escape(shown)}$", text), text
     assert not out.exists() and not (no_work / "data").exists()
+
+
+# ------------------------------------------------------------ issue 50: a sitting loses no work
+
+
+def test_the_ledger_is_out_results_else_psnlib_results_and_help_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """One rule (``reproduce.LEDGER``): ``<--out>/results`` where ``--out`` is given, else
+    ``$PSNLIB_RESULTS``; it reported every task missing, reading the checkout's ``results/``."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    shared = tmp_path / "shared ledger"
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(shared))
+    assert reproduce.main(["--profile", "smoke", "--status"]) == 0
+    assert f"records in {shared / 'smoke'}\n" in capsys.readouterr().out
+    assert reproduce.main(["--profile", "smoke", "--status", "--out", str(tmp_path / "out")]) == 0
+    assert f"records in {tmp_path / 'out' / 'results' / 'smoke'}\n" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        reproduce.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "else $PSNLIB_RESULTS where that is set" in shown
+    assert "with --budget, the earlier limit" in shown
+
+
+def _record_path(out: Path) -> Path:
+    smoke = reproduce.get_profile("smoke")
+    return out / "results" / "smoke" / f"{jobs.tasks(smoke)[3].key(smoke)}.json"
+
+
+def _folder_a_file(out: Path) -> str:
+    (out / "results").mkdir(parents=True)
+    (out / "results" / "smoke").write_text("")
+    return r"the run ledger's folder '.*/results/smoke' cannot be made: .* is a file"
+
+
+def _record_a_directory(out: Path) -> str:
+    _record_path(out).mkdir(parents=True)
+    return r"the record .*\.json is not a file, and a task's record is written there .* remove it"
+
+
+def _record_a_link(out: Path) -> str:
+    _record_path(out).parent.mkdir(parents=True)
+    _record_path(out).symlink_to(out / "elsewhere.json")
+    return r"the record .*\.json is a symbolic link, .* remove it and run again"
+
+
+@pytest.mark.parametrize("damage", [_folder_a_file, _record_a_directory, _record_a_link])
+def test_a_ledger_that_cannot_take_a_record_is_refused_before_the_first_task(
+    damage, no_work, monkeypatch, capsys
+):
+    """Every task was trained and evaluated, then refused at the write (~250 CPU s each)."""
+    monkeypatch.setattr(reproduce, "starting", did_work)
+    out = no_work / "out"
+    message = damage(out)
+    text = refused(["--profile", "smoke", "--out", str(out), "--workers", "1"], capsys)
+    assert re.search(message, text), text
+
+
+def test_a_failed_task_is_named_by_its_run_key_with_the_reason_first(monkeypatch, capsys):
+    """It was ``FAILED (Profile(name='smoke', ...), Task(...)): PermissionError(...)``, about
+    2,000 characters with the reason at the end."""
+    smoke = reproduce.get_profile("smoke")
+    task = jobs.tasks(smoke)[1]
+
+    def refuse(profile, task):
+        raise PermissionError(13, "Permission denied", "results/smoke/x.json")
+
+    monkeypatch.setattr(jobs, "run_task", refuse)
+    failed = pool.run_all("runs", [(pool._task, smoke, task)], workers=1, keep_going=True)
+    name = f"{task.key(smoke)} ({task.variant.label} seed {task.seed})"
+    assert failed == [name]
+    lines = [line for line in capsys.readouterr().out.splitlines() if "FAILED" in line]
+    assert lines == [
+        f"[psnlib]   1/1 FAILED {name}: PermissionError: [Errno 13] Permission denied: "
+        "'results/smoke/x.json'"
+    ]
+
+
+@pytest.mark.parametrize("flag", ["--until", "--out"])
+def test_an_empty_until_or_out_is_refused_not_taken_for_a_default(flag, no_work, capsys):
+    """``--until $UNTIL`` with ``UNTIL`` unset ran with no limit (``--out ''``: in the current
+    directory)."""
+    argv = ["--profile", "smoke", "--out", str(no_work / "out"), flag, ""]
+    assert f"{flag} is empty (an unset variable" in refused(argv, capsys)
+
+
+class Started(Exception):
+    """The prepare stage was reached, with the deadline it was given."""
+
+
+@pytest.mark.parametrize(("budget", "left"), [(60, 60), (10**6, 2 * 3600)])
+def test_budget_and_until_together_end_at_the_earlier(budget, left, tmp_path, monkeypatch):
+    """``--budget`` beside ``--until`` was silently dropped."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+
+    def prepare(settings, workers, record, deadline):
+        raise Started(deadline - time.monotonic())
+
+    monkeypatch.setattr(reproduce, "prepare", prepare)
+    later = (datetime.datetime.now() + datetime.timedelta(hours=2, minutes=1)).strftime("%H:%M")
+    argv = ["--profile", "smoke", "--out", str(tmp_path), "--budget", str(budget)]
+    with pytest.raises(Started) as started:
+        reproduce.main([*argv, "--until", later, "--workers", "1"])
+    assert left - 120 < started.value.args[0] <= left + 60  # --until: to the minute
+
+
+def test_only_with_the_slurm_executor_is_refused(no_work, capsys):
+    """It ran the notebook here and submitted nothing, saying neither."""
+    argv = ["--profile", "smoke", "--out", str(no_work / "out"), "--executor", "slurm"]
+    text = refused([*argv, "--only", "00_quick"], capsys)
+    assert "--only runs notebooks here and computes no task, while --executor slurm" in text
+
+
+def test_a_file_where_the_figures_go_is_one_line(no_work, capsys):
+    """``reproduce`` ended in FileExistsError, a notebook's ``notebook_outputs`` too."""
+    figures = no_work / "out" / "figures" / "smoke"
+    figures.parent.mkdir(parents=True)
+    figures.write_text("")
+    argv = ["--profile", "smoke", "--out", str(no_work / "out"), "--only", "00_quick"]
+    text = refused(argv, capsys)
+    assert re.search(r"the figures folder '.*/figures/smoke' cannot be made: .* is a file", text)
+    with pytest.raises(ValueError, match=r"figures_dir '.*/figures/smoke' cannot be made: .* file"):
+        notebook_runs.notebook_outputs("smoke", figures)

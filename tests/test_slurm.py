@@ -9,6 +9,7 @@ the smoke plan, a few seconds each, make the array; the bad-input tests need no 
 """
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -24,7 +25,7 @@ import pytest
 import torch
 
 from psnlib.io import read_json
-from psnlib.replication import jobs, ledger, pool, reproduce, slurm
+from psnlib.replication import jobs, ledger, pool, reproduce, slurm, slurm_settings
 from psnlib.replication.profiles import get_profile
 
 SMOKE = get_profile("smoke")
@@ -95,7 +96,7 @@ def cluster(tmp_path_factory) -> Iterator[Path]:
         _unavailable(f"Slurm or munge is not installed (missing {missing})")
     if os.geteuid() != 0:
         _unavailable("starting slurmctld and slurmd on a config of our own needs root")
-    if slurm.importlib.util.find_spec("submitit") is None:
+    if importlib.util.find_spec("submitit") is None:
         _unavailable("submitit is not installed")
     folder = tmp_path_factory.mktemp("slurm")
     folder.chmod(0o755)
@@ -281,7 +282,7 @@ def test_a_failed_task_names_its_job_and_log_and_the_others_finish(
 ):
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     keys = [_keys()[1], "psn-s0-notinthisplan"]  # a plan changed since it was submitted
-    chosen = slurm.options(SMOKE, time=10)
+    chosen = slurm_settings.options(SMOKE, time=10)
     state = slurm.submit(SMOKE, chosen, keys, tmp_path / "runs")
     table = slurm.wait(SMOKE, state, poll=0.5).set_index("run")
     assert table.loc[keys[0], "state"] == "done"
@@ -323,23 +324,23 @@ def test_without_sbatch_or_submitit_it_is_one_line_before_anything_is_submitted(
 def test_a_time_limit_shorter_than_a_tasks_measured_cost_is_refused():
     table = pd.DataFrame([{"policy": "GRPO", "seed": 0, "run": "grpo-s0-abc", "estimate": 4000.0}])
     with pytest.raises(ValueError, match=r"--time 60 min is shorter than .* about 67 min"):
-        slurm.check_time(slurm.options(SMOKE, time=60), table)
-    slurm.check_time(slurm.options(SMOKE, time=67), table)
+        slurm_settings.check_time(slurm_settings.options(SMOKE, time=60), table)
+    slurm_settings.check_time(slurm_settings.options(SMOKE, time=67), table)
 
 
 def test_settings_come_from_the_profile_then_the_file_then_the_flags(tmp_path):
-    assert slurm.options(get_profile("cpu")).cpus_per_task == 1
-    paper = slurm.options(get_profile("paper"))
+    assert slurm_settings.options(get_profile("cpu")).cpus_per_task == 1
+    paper = slurm_settings.options(get_profile("paper"))
     assert paper.gpus_per_task == 8  # configs/accelerate/multi_gpu.yaml's processes
     config = tmp_path / "slurm.yaml"
     config.write_text("partition: cpu\ntime: 90\narray_parallelism: 32\n")
-    chosen = slurm.options(SMOKE, config, time=120)
+    chosen = slurm_settings.options(SMOKE, config, time=120)
     assert (chosen.partition, chosen.time, chosen.array_parallelism) == ("cpu", 120, 32)
     config.write_text("partitoin: cpu\n")
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['partitoin'\]"):
-        slurm.options(SMOKE, config)
+        slurm_settings.options(SMOKE, config)
     with pytest.raises(ValueError, match="slurm time must be an integer >= 1, got 0"):
-        slurm.options(SMOKE, time=0)
+        slurm_settings.options(SMOKE, time=0)
 
 
 def test_the_local_executor_takes_no_slurm_only_flag(tmp_path, monkeypatch):
@@ -347,3 +348,149 @@ def test_the_local_executor_takes_no_slurm_only_flag(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         reproduce.main(["--profile", "smoke", "--out", str(tmp_path), "--no-wait"])
     assert str(exit_.value).endswith("--runs and --no-wait need --executor slurm")
+
+
+# ------------------------------------------------------------ issue 50: no cluster needed
+
+HOSTILE = "it's $(touch PWNED) `touch PWNED2` $HOME  two spaces"
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch) -> Path:
+    """Slurm's commands as scripts, alone on PATH (a Slurm installed here is not seen):
+    ``sbatch`` keeps the job script it is given in ``<folder>/script.sh`` and answers as sbatch
+    does; the queue is empty. Returns the folder."""
+    if importlib.util.find_spec("submitit") is None:
+        _unavailable("submitit is not installed")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    scripts = {
+        "sbatch": f'/bin/cp "$1" {folder}/script.sh\necho "Submitted batch job 4242"',
+        "srun": "exit 0",
+        "squeue": "exit 0",
+        "sinfo": "echo debug",
+    }
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    return folder
+
+
+def test_the_job_script_exports_a_hostile_path_as_it_is_and_runs_nothing(
+    fake_slurm, tmp_path, monkeypatch
+):
+    """``export PSNLIB_DATA={value!r}`` switched to double quotes for a path holding ``'``, in
+    which the node's shell ran ``$(...)`` and backticks. The setup lines of the script the
+    executor writes, run in bash, must export the exact paths and make no file."""
+    data, results = tmp_path / "data" / HOSTILE, tmp_path / "ledger" / HOSTILE
+    monkeypatch.setenv("PSNLIB_DATA", str(data))
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(results))
+    keys = _keys()[:2]
+    state = slurm.submit(SMOKE, slurm_settings.options(SMOKE), keys, tmp_path / "runs")
+    assert state["array"] == "4242" and state["keys"] == keys
+    script = (fake_slurm / "script.sh").read_text().split("# setup\n", 1)[1]
+    setup = script.split("\n\n", 1)[0]
+    assert setup.count("\n") == 1 and setup.startswith("export PSNLIB_DATA="), setup
+    node = tmp_path / "node"
+    node.mkdir()
+    shown = subprocess.run(
+        ["/bin/bash", "-c", f'{setup}\nprintf "%s\\0" "$PSNLIB_DATA" "$PSNLIB_RESULTS"'],
+        cwd=node,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.split("\0")[:2] == [str(data), str(results)]
+    assert list(node.iterdir()) == [] and shown.stderr == ""
+
+
+def _refused(capsys, out: Path, *flags: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        _main(out, *flags)
+    text = exit_.value.code
+    assert isinstance(text, str) and "\n" not in text, text
+    assert text.startswith("psnlib.replication.reproduce: error: "), text
+    return text
+
+
+def test_no_srun_on_path_is_one_line_before_anything_is_built(
+    fake_slurm, tmp_path, monkeypatch, capsys
+):
+    """submitit's job script runs each task with srun; without it, submitit's RuntimeError
+    ('Could not detect "srun"') came after the starting points were built."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(reproduce, "starting", lambda *args: pytest.fail("built"))
+    (fake_slurm / "srun").unlink()
+    text = _refused(capsys, tmp_path / "out")
+    assert text.endswith("--executor slurm needs Slurm's 'srun', not found on PATH"), text
+
+
+def test_a_job_array_sbatch_refuses_is_one_line_with_its_reason(
+    fake_slurm, tmp_path, monkeypatch, capsys
+):
+    """It was submitit's FailedJobError traceback (and sbatch's words printed on stderr)."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(reproduce, "starting", lambda *args: None)  # built already
+    reason = "sbatch: error: Batch job submission failed: Invalid account or partition"
+    (fake_slurm / "sbatch").write_text(f"#!/bin/sh\necho '{reason}' >&2\nexit 1\n")
+    text = _refused(capsys, tmp_path / "out", "--runs", *_keys()[:2])
+    assert text.endswith(f"sbatch refused the job array of 2 task(s): {reason}"), text
+    assert capsys.readouterr().err == ""
+    assert not (tmp_path / "out" / "runs" / "smoke" / slurm.STATE_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"keys": []}', "no array, jobs, logs, submitted"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"array": "12", "keys": ["a"], "jobs": [], "logs": [], "submitted": ""}', "one length"),
+        ("{", "does not parse"),
+    ],
+)
+def test_a_damaged_state_file_is_named_by_a_sitting_and_by_status(
+    content, why, fake_slurm, tmp_path, monkeypatch, capsys
+):
+    """A ``slurm.json`` without ``array`` was a KeyError traceback, at --status too."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(reproduce, "starting", lambda *args: pytest.fail("built"))
+    path = tmp_path / "out" / "runs" / "smoke" / slurm.STATE_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    text = _refused(capsys, tmp_path / "out")
+    assert f"the Slurm state {path} is damaged (" in text and why in text, text
+    assert "once squeue shows none of its jobs (squeue --me), remove it and run again" in text
+    capsys.readouterr()
+    assert _main(tmp_path / "out", "--status") == 0
+    shown = capsys.readouterr().out.splitlines()[-1]
+    assert shown.startswith(f"[psnlib] slurm: the Slurm state {path} is damaged ("), shown
+
+
+@pytest.mark.parametrize(
+    ("config", "given", "message"),
+    [
+        ("time: true", {}, "slurm time must be an integer >= 1, got True"),
+        ("cpus_per_task: true", {}, "slurm cpus_per_task must be an integer >= 1, got True"),
+        ("gpus_per_task: false", {}, "slurm gpus_per_task must be an integer >= 0, got False"),
+        ("mem_gb: true", {}, "slurm mem_gb must be a finite number of GB > 0, got True"),
+        ("", {"mem_gb": float("inf")}, "slurm mem_gb must be a finite number of GB > 0, got inf"),
+        ("", {"mem_gb": float("nan")}, "slurm mem_gb must be a finite number of GB > 0, got nan"),
+        ("partition: true", {}, "slurm partition must be a partition's name, got True"),
+        ("partition: ''", {}, "slurm partition must be a partition's name, got ''"),
+    ],
+)
+def test_a_slurm_setting_of_the_wrong_type_is_refused(config, given, message, tmp_path):
+    """``time: true`` passed as an integer and was submitted as a bare ``#SBATCH --time``;
+    ``--mem-gb inf`` ended in OverflowError."""
+    path = tmp_path / "slurm.yaml"
+    path.write_text(config)
+    with pytest.raises(ValueError) as error:
+        slurm_settings.options(SMOKE, path, **given)
+    assert str(error.value) == message
+
+
+def test_the_memory_asked_for_is_rounded_up_to_a_whole_mb():
+    """A tenth of a MB was ``0MB``, which sbatch reads as all the node's memory."""
+    assert slurm_settings.options(SMOKE, mem_gb=1e-4).mem == "1MB"
+    assert slurm_settings.options(SMOKE, mem_gb=4.0).mem == "4096MB"

@@ -1,12 +1,18 @@
 """The cpu profile's starting points come from git: loaded, never rebuilt, whatever the data
-directory and the run ledger's folder, and their weights are the ones their fingerprints name."""
+directory and the run ledger's folder, and their weights are the ones their fingerprints name;
+damaged, they are named with the ``git checkout`` that restores them (issue 50), never trained
+again."""
 
 import json
+import re
+import shlex
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from psnlib.replication import pretrain, starting_points
+from psnlib.replication import pretrain, reproduce, sitting, starting_points
 from psnlib.replication.prefixes import prefix_root
 from psnlib.replication.profiles import get_profile
 from psnlib.replication.store import weights_fingerprint
@@ -72,3 +78,97 @@ def test_commit_then_rebuild_says_whether_the_fingerprints_match(tmp_path, monke
     (root / pretrain.FINGERPRINTS).write_text(json.dumps(known | {wrong: "0" * 16}))
     table = starting_points.rebuild(smoke).set_index("policy")
     assert not table.loc[wrong, "same"] and table.drop(index=wrong)["same"].all()
+
+
+# ------------------------------------------------------------ issue 50: damage is named
+
+
+@pytest.fixture
+def committed_copy(elsewhere, tmp_path, monkeypatch) -> Path:
+    """A copy of the committed starting policies, standing in for them (to damage); nothing may
+    be trained or computed."""
+    copy = tmp_path / "start" / "policies"
+    shutil.copytree(pretrain.committed_root(), copy)
+    monkeypatch.setattr(pretrain, "committed_root", lambda: copy)
+    for name in ("prepare", "starting", "run_notebook"):
+        monkeypatch.setattr(reproduce, name, lambda *a, **k: pytest.fail("did work"))
+    return copy
+
+
+def _fingerprints_damaged(copy: Path) -> tuple[Path, str]:
+    (copy / pretrain.FINGERPRINTS).write_text('{"llama-weak')
+    return copy / pretrain.FINGERPRINTS, "the committed starting points' fingerprints are damaged"
+
+
+def _fingerprints_a_list(copy: Path) -> tuple[Path, str]:
+    (copy / pretrain.FINGERPRINTS).write_text("[]")
+    return copy / pretrain.FINGERPRINTS, "fingerprints .* are damaged \\(not a mapping"
+
+
+def _a_file_for_a_policy(copy: Path) -> tuple[Path, str]:
+    path = copy / pretrain.policy_name(CPU.base)
+    shutil.rmtree(path)
+    path.write_text("")
+    return path, f"the committed starting policy {path} is not a directory"
+
+
+def _a_policy_without_fingerprint(copy: Path) -> tuple[Path, str]:
+    known = json.loads((copy / pretrain.FINGERPRINTS).read_text())
+    del known[pretrain.policy_name(CPU.weak)]
+    (copy / pretrain.FINGERPRINTS).write_text(json.dumps(known))
+    return copy / pretrain.FINGERPRINTS, "has no fingerprint in"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _fingerprints_damaged,
+        _fingerprints_a_list,
+        _a_file_for_a_policy,
+        _a_policy_without_fingerprint,
+    ],
+)
+@pytest.mark.parametrize("sitting", [["--status"], ["--workers", "1"]], ids=["status", "sitting"])
+def test_a_damaged_committed_starting_point_is_named_with_the_git_checkout_that_restores_it(
+    damage, sitting, committed_copy, tmp_path, capsys
+):
+    """A damaged fingerprints.json was a ValueError traceback; a file in place of a committed
+    policy went unseen: --status counted every record done, a sitting started its SFT."""
+    restored, message = damage(committed_copy)
+    with pytest.raises(SystemExit) as exit_:
+        reproduce.main(["--profile", "cpu", "--out", str(tmp_path / "out"), *sitting])
+    text = exit_.value.code
+    assert isinstance(text, str) and "\n" not in text, text
+    assert text.startswith("psnlib.replication.reproduce: error: ") and re.search(message, text)
+    assert text.endswith(f"`git -C {pretrain.ROOT} checkout -- {restored}`") or (
+        f"`git -C {pretrain.ROOT} checkout -- {restored}` (trained again here" in text
+    ), text
+    assert capsys.readouterr().out == ""
+
+
+def test_the_cli_names_a_damaged_committed_starting_point_too(committed_copy, tmp_path, capsys):
+    from psnlib.replication import cli
+
+    _a_file_for_a_policy(committed_copy)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", "--profile", "cpu", "--output_dir", str(tmp_path / "run")])
+    assert re.search(
+        r"^psnlib train: error: the committed starting policy .* is not a dir",
+        str(exit_.value.code),
+    )
+
+
+def test_the_restore_command_restores_a_file_put_in_place_of_a_directory(tmp_path):
+    """The command the messages give, on a repository of its own."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    policy = tmp_path / "results" / "start" / "policies" / "p"
+    policy.mkdir(parents=True)
+    (policy / "model.safetensors").write_text("weights")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], check=True)
+    shutil.rmtree(policy)
+    policy.write_text("")
+    command = sitting.restore(policy).strip("`").replace(str(pretrain.ROOT), str(tmp_path))
+    subprocess.run(shlex.split(command), check=True)
+    assert (policy / "model.safetensors").read_text() == "weights"

@@ -16,17 +16,19 @@ pass@k. With ``--use_vllm`` (the default at profiles whose ``eval_engine`` is vL
 ``vllm.LLM`` of the policy samples (``psnlib.sampling._sample_vllm``) instead of the psnlib decoder.
 
 Bad input fails before any model is loaded, in one line naming the value and what is allowed
-(``psnlib.replication.cli_checks``, ``model_checks``):
-unknown profiles, arms, datasets, benchmarks or noise targets; a value of the wrong type (in a
-``--config`` file too) or out of range, TRL's and transformers' settings that the built trainer
-would refuse included (``check_trainer_settings``); a missing or damaged model directory
-(truncated weights too), or a hub id or real data set that is not cached when the hub cannot be
-reached (or ``HF_HUB_OFFLINE`` is set); an output directory that cannot be written, and a data
-directory (``PSNLIB_DATA``) that cannot be written where the command writes there (``eval``'s
-results, a ``train`` whose base policy is not built yet: ``data_dir_needs``); a ``--run_key``
-that is not a plain name; options that psnlib accepts from TRL but does not honour
-(``UNSUPPORTED``). ``eval`` refuses a policy with a non-finite weight once it is loaded, before
-sampling. A full disk, or a file system that refuses a write, ends a run in one line too.
+(``psnlib.replication.cli_checks``, ``model_checks``): unknown profiles, arms, datasets, benchmarks
+or noise targets; a value of the wrong type (in a ``--config`` file too) or out of range, TRL's and
+transformers' settings that the built trainer would refuse included (``check_trainer_settings``); a
+missing or damaged model directory (truncated weights too), or a hub id or real data set that is
+not cached when the hub cannot be reached (or ``HF_HUB_OFFLINE`` is set); an output directory that
+cannot be written, and a data directory (``PSNLIB_DATA``) that cannot be written where the command
+writes there (``eval``'s results, a ``train`` whose base policy is not built yet:
+``data_dir_needs``); a ``--run_key`` that is not a plain name; options that psnlib accepts from TRL
+but does not honour (``UNSUPPORTED``); a TRL whose methods the trainer overrides have changed; a
+damaged committed starting point (named with the ``git checkout`` that restores it, never trained
+again), or a stored result part or weak-prefix set that is a directory. ``eval`` refuses a policy
+with a non-finite weight once it is loaded, before sampling. A full disk, or a file system that
+refuses a write, ends a run in one line too.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import json
 import re
 import shutil
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,6 @@ from psnlib.io import (
     read_json,
 )
 from psnlib.models import check_finite, load_policy
-from psnlib.replication.arms import ARMS
 from psnlib.replication.cli_checks import (
     check_benchmarks,
     check_deepspeed,
@@ -63,78 +64,32 @@ from psnlib.replication.cli_checks import (
     check_eval_values,
     check_noise_targets,
     check_not_overwritten,
+    check_run_inputs,
     check_supported,
     check_train_data_dir,
     check_trainer_settings,
+    check_trl,
     check_vllm,
     one_line,
     write_error,
 )
-from psnlib.replication.cli_config import make_parser, read_config_file
+from psnlib.replication.cli_config import (
+    EvalArguments,
+    TrainArguments,
+    make_parser,
+    read_config_file,
+)
 from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.model_checks import check_data_set, check_model
-from psnlib.replication.profiles import PROFILES, PolicySpec, Profile, get_profile
+from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.runs import RUN_FILE, Run, train_run
+from psnlib.replication.sitting import check_parts
 from psnlib.replication.store import NAME
 from psnlib.tasks import check_dataset
 from psnlib.trainer import PSNGRPOConfig
 from psnlib.trainer.checkpoints import CheckpointError
 
 COMMANDS = ("train", "eval")
-
-
-@dataclass
-class TrainArguments:
-    """What a run is; its trainer settings are ``PSNGRPOConfig`` fields (``--help`` lists them)."""
-
-    profile: str = field(default="cpu", metadata={"help": f"Scale: {', '.join(PROFILES)}."})
-    arm: str = field(default="psn", metadata={"help": f"Method: {', '.join(ARMS)}."})
-    model: str | None = field(
-        default=None,
-        metadata={"help": "Policy to train: a directory or hub id; default: the profile's base."},
-    )
-    dataset: str | None = field(
-        default=None,
-        metadata={
-            "help": "Training set: 'countdown' or a real one of psnlib.tasks.REAL_BENCHMARKS "
-            "(e.g. simplerl-math-l3to5); default: the profile's rl_dataset."
-        },
-    )
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={
-            "help": "Start afresh in an --output_dir that holds a run with other settings (its "
-            "checkpoints and policy are deleted); without it such a run is refused."
-        },
-    )
-
-
-@dataclass
-class EvalArguments:
-    """Which policy to evaluate, on what, at which profile's scale."""
-
-    model: str = field(metadata={"help": "The policy: a directory (e.g. <output_dir>/policy)."})
-    profile: str = field(default="cpu", metadata={"help": f"Scale: {', '.join(PROFILES)}."})
-    benchmarks: list[str] | None = field(
-        default=None, metadata={"help": "Benchmarks; default: the profile's."}
-    )
-    seed: int = field(default=0, metadata={"help": "Sampling seed."})
-    run_key: str | None = field(
-        default=None, metadata={"help": "Name of the results; default: the policy's directory."}
-    )
-    use_vllm: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Sample with vLLM instead of the psnlib decoder; default: the profile's "
-            "eval_engine (vLLM at paper, where the decoder's KV cache would not fit)."
-        },
-    )
-    vllm_gpu_memory_utilization: float = field(
-        default=0.9, metadata={"help": "vLLM: share of GPU memory for weights and KV cache."}
-    )
-    vllm_tensor_parallel_size: int = field(
-        default=1, metadata={"help": "vLLM: GPUs the policy is split over."}
-    )
 
 
 def parse_train(args: list[str]) -> tuple[TrainArguments, dict[str, Any]]:
@@ -209,6 +164,7 @@ def plan_train(args: list[str]) -> TrainCommand:
     the noise targets, the output and data directories, and the run its ``--output_dir``
     holds; nothing is loaded."""
     script, overrides = parse_train(args)
+    check_trl()
     profile = get_profile(script.profile)
     if script.model is not None:
         profile = profile.with_overrides(base=PolicySpec(name_or_path=check_model(script.model)))
@@ -231,6 +187,7 @@ def plan_train(args: list[str]) -> TrainCommand:
     what = "--dataset" if script.dataset is not None else f"profile {profile.name!r}'s rl_dataset"
     command = TrainCommand(run, config, script.overwrite_output_dir, what)
     check_vllm(config)
+    check_run_inputs(run)
     check_trainer_settings(config, profile)
     check_noise_targets(profile, config)
     check_writable(command.output_dir, "--output_dir")
@@ -312,6 +269,7 @@ def plan_eval(args: list[str]) -> tuple[EvalArguments, Profile, tuple[str, ...]]
         script.run_key,
     )
     script.run_key = script.run_key or default_run_key(script.model)
+    check_parts(profile, script.run_key)
     check_data_dir()
     if script.use_vllm is None:
         script.use_vllm = profile.eval_engine == "vllm"

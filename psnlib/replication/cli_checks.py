@@ -5,9 +5,11 @@ ValueError naming the value and what is allowed (TRL's options that psnlib does 
 length the policy cannot take, ``check_noise_targets``; TRL's and transformers' settings the
 built trainer would refuse, ``check_trainer_settings``; a data directory that cannot be written
 where training writes there, ``data_dir_needs``; a policy that ``--overwrite_output_dir`` would
-delete; unknown benchmarks, a missing policy directory, an out-of-range seed or vLLM setting, a
-``--run_key`` that is not a plain name), and the one line that ends a command a full disk
-stopped (``write_error``). The checks of a model directory, a hub id or a data set are in
+delete; a TRL whose methods the trainer overrides have changed, ``check_trl``; a damaged
+committed starting point or a weak-prefix set that is a directory, ``check_run_inputs``; unknown
+benchmarks, a missing policy directory, an out-of-range seed or vLLM setting, a ``--run_key``
+that is not a plain name), and the one line that ends a command a full disk stopped
+(``write_error``). The checks of a model directory, a hub id or a data set are in
 ``model_checks``."""
 
 from __future__ import annotations
@@ -24,19 +26,23 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 from transformers.integrations import get_available_reporting_integrations
 from transformers.integrations.integration_utils import get_reporting_integration_callbacks
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOConfig
+from trl import GRPOConfig, GRPOTrainer
 
 from psnlib import sampling
 from psnlib.io import Damaged, check_data_dir
 from psnlib.models import check_saved_policy, tiny_policy
 from psnlib.noise import target_linears, target_parameters
 from psnlib.replication.model_checks import check_model_dir
+from psnlib.replication.prefixes import prefix_source
 from psnlib.replication.pretrain import BUILT_META_KEYS, policy_dir, policy_meta
 from psnlib.replication.profiles import Profile
+from psnlib.replication.runs import Run
+from psnlib.replication.sitting import check_prefix_sets, check_starting_points
 from psnlib.replication.store import NAME
 from psnlib.tasks import BENCHMARKS, dataset_names
 from psnlib.tasks.datasets import TESTBED
-from psnlib.trainer import PSNGRPOConfig
+from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
+from psnlib.trainer.compat import TRLVersionError, check_overrides
 from psnlib.trainer.config import MAX_SEED
 
 # TRL options that psnlib train would accept and silently not honour, and why.
@@ -221,6 +227,28 @@ def check_train_data_dir(config: PSNGRPOConfig, profile: Profile) -> None:
             check_data_dir()
         except ValueError as err:
             raise ValueError(f"{err} (training writes {needs} there)") from err
+
+
+def check_trl() -> None:
+    """The installed TRL's methods that ``PSNGRPOTrainer`` overrides still look as written for
+    (``psnlib.trainer.compat.check_overrides``, which the trainer checks once the policy is
+    loaded): checked before anything is loaded, in one line."""
+    try:
+        check_overrides(PSNGRPOTrainer, GRPOTrainer)
+    except TRLVersionError as err:
+        raise ValueError(str(err)) from err
+
+
+def check_run_inputs(run: Run) -> None:
+    """What ``run`` starts from besides a ``--model``: the committed starting points of its base
+    policy and, in a weak-prefix run, of its prefixes' writer, whole (never trained again
+    silently), and the weak-prefix sets files (``psnlib.replication.sitting``)."""
+    settings = run.settings()
+    specs = [run.profile.base]
+    if settings.get("prefix_prob", 0.0) > 0:
+        specs.append(prefix_source(run.profile, settings["prefix_source"]))
+        check_prefix_sets()
+    check_starting_points(specs)
 
 
 def check_not_overwritten(profile: Profile, output_dir: Path, what: str) -> None:

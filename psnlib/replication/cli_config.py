@@ -1,6 +1,7 @@
-"""The command line's parsing: TRL's ``TrlParser`` with one-line errors (``make_parser``) and
-TRL's ``--config file.yaml``, each value checked against its field's type before any work
-(``read_config_file``)."""
+"""The command line's parsing: what ``train`` and ``eval`` take (``TrainArguments``,
+``EvalArguments``, besides ``PSNGRPOConfig``'s fields), TRL's ``TrlParser`` with one-line errors
+(``make_parser``) and TRL's ``--config file.yaml``, each value checked against its field's type
+before any work (``read_config_file``)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import os
 import re
 import types
 import typing
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 from trl import TrlParser
+
+from psnlib.replication.arms import ARMS
+from psnlib.replication.profiles import PROFILES
 
 
 def make_parser(dataclass_types: list[type], prog: str) -> TrlParser:
@@ -111,3 +115,57 @@ def read_config_file(parser: TrlParser, args: list[str]) -> list[str]:
     if unknown:
         raise ValueError(f"--config {path}: unknown arguments {unknown[::2]}")
     return args
+
+
+@dataclass
+class TrainArguments:
+    """What a run is; its trainer settings are ``PSNGRPOConfig`` fields (``--help`` lists them)."""
+
+    profile: str = field(default="cpu", metadata={"help": f"Scale: {', '.join(PROFILES)}."})
+    arm: str = field(default="psn", metadata={"help": f"Method: {', '.join(ARMS)}."})
+    model: str | None = field(
+        default=None,
+        metadata={"help": "Policy to train: a directory or hub id; default: the profile's base."},
+    )
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training set: 'countdown' or a real one of psnlib.tasks.REAL_BENCHMARKS "
+            "(e.g. simplerl-math-l3to5); default: the profile's rl_dataset."
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Start afresh in an --output_dir that holds a run with other settings (its "
+            "checkpoints and policy are deleted); without it such a run is refused."
+        },
+    )
+
+
+@dataclass
+class EvalArguments:
+    """Which policy to evaluate, on what, at which profile's scale."""
+
+    model: str = field(metadata={"help": "The policy: a directory (e.g. <output_dir>/policy)."})
+    profile: str = field(default="cpu", metadata={"help": f"Scale: {', '.join(PROFILES)}."})
+    benchmarks: list[str] | None = field(
+        default=None, metadata={"help": "Benchmarks; default: the profile's."}
+    )
+    seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    run_key: str | None = field(
+        default=None, metadata={"help": "Name of the results; default: the policy's directory."}
+    )
+    use_vllm: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Sample with vLLM instead of the psnlib decoder; default: the profile's "
+            "eval_engine (vLLM at paper, where the decoder's KV cache would not fit)."
+        },
+    )
+    vllm_gpu_memory_utilization: float = field(
+        default=0.9, metadata={"help": "vLLM: share of GPU memory for weights and KV cache."}
+    )
+    vllm_tensor_parallel_size: int = field(
+        default=1, metadata={"help": "vLLM: GPUs the policy is split over."}
+    )

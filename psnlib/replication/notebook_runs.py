@@ -13,7 +13,7 @@ from typing import Any
 
 import nbformat
 
-from psnlib.io import atomic_write_text
+from psnlib.io import atomic_write_text, check_writable
 from psnlib.replication.paths import ROOT
 from psnlib.replication.paths import figures_dir as default_figures
 
@@ -33,8 +33,10 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines=
 
 def notebook_outputs(profile: str, figures_dir: str | Path | None = None) -> Path:
     """Where a notebook writes figures and tables: ``figures_dir``, by default the checkout's
-    ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing."""
+    ``figures/<profile>/`` (so that changing ``profile`` is all it takes); created if missing. One
+    that cannot be (a file there, or above it) or cannot be written is a ValueError naming it."""
     path = Path(figures_dir) if figures_dir else default_figures(profile)
+    check_writable(path, "figures_dir")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

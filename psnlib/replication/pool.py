@@ -6,8 +6,9 @@ Slurm job array).
 cached (``starting``), then computes every task of the plan without a usable ledger record
 (``psnlib.replication.jobs``), ``workers`` spawned processes at a time, one torch thread each,
 primary comparisons first; with a deadline it starts no task whose measured cost says it would
-not end in time. ``run_all`` is the pool: a task that fails is reported and, where asked, the
-others go on; the workers die with the process that started them (``_die_with_parent``).
+not end in time. ``run_all`` is the pool: a task that fails is reported in one line (``label``:
+its run key, then the error) and, where asked, the others go on; the workers die with the process
+that started them (``_die_with_parent``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from psnlib.replication import jobs, starting_points
 from psnlib.replication.prefixes import prefix_train_set
-from psnlib.replication.pretrain import build_policy, policy_dir
+from psnlib.replication.pretrain import build_policy, policy_dir, policy_name
 from psnlib.replication.profiles import PolicySpec, Profile
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
@@ -46,6 +47,20 @@ def _prefixes(profile: Profile, seed: int, truncation: str, source: str) -> str:
 def _task(profile: Profile, task: jobs.Task) -> str:
     jobs.run_task(profile, task)
     return task.name()
+
+
+def label(task: tuple) -> str:
+    """How a progress line names a task ``(function, *args)`` of ``run_all``: a plan's task by
+    its run key, a policy by its directory's name, a prefix set by its seed, cut and source."""
+    function, *args = task
+    if function is _task:
+        profile, planned = args
+        return f"{planned.key(profile)} ({planned.variant.label} seed {planned.seed})"
+    if function is _build:
+        return f"policy {policy_name(args[0])}"
+    if function is _prefixes:
+        return "prefixes seed {}, {} cut, {} source".format(*args[1:])
+    return f"{getattr(function, '__name__', function)}{tuple(args)!r}"
 
 
 def _die_with_parent() -> None:
@@ -116,8 +131,9 @@ def run_all(
                 except Exception as err:
                     if not keep_going:
                         raise
-                    failed.append(str(tasks[i][1:]))
-                    print(f"[psnlib]   {done}/{len(tasks)} FAILED {tasks[i][1:]}: {err!r}")
+                    failed.append(label(tasks[i]))
+                    why = f"{type(err).__name__}: {' '.join(str(err).split())}"
+                    print(f"[psnlib]   {done}/{len(tasks)} FAILED {failed[-1]}: {why}", flush=True)
                     continue
                 print(f"[psnlib]   {done}/{len(tasks)} {name}: {seconds:.0f} s", flush=True)
                 if record is not None:

@@ -15,31 +15,42 @@ caches, so a re-run notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 compute, one torch thread each, every task of the plan that has no usable record in the run ledger
-(``psnlib.replication.jobs``, ``psnlib.replication.ledger``: ``results/<profile>/<run key>.json``,
-committed): first the starting policies and weak-prefix sets that are neither committed nor
-cached, then the tasks, primary comparisons first, each writing its record. Tiny models gain
-little from a second thread, so on 2 cores two tasks at once finish about twice as fast as one
-after the other. The notebooks read the records, so on a clone whose records are complete nothing
-is trained or evaluated; where records are missing, the notebooks wait until they are made (run it
-again: it resumes, the caches keep a killed task's finished parts). ``--budget SECONDS`` or
-``--until HH:MM`` start no task whose cost, estimated from the records' measured CPU seconds
-(``jobs.estimate``), would end after it, so a time-limited job stops with its records written;
-``--status`` shows the plan's records (done / missing / stale per arm and seed, CPU time done and
-left) and trains nothing. ``--rebuild`` re-runs the SFT of the committed starting policies and
-compares fingerprints; ``--commit-start`` copies built ones into ``results/start/``. Wall times
-of each stage and notebook are appended to ``runs/<profile>/reproduce_timing.json``, copied to
-``figures/<profile>/`` as each notebook finishes. A task that fails is reported and the others go
-on; workers die with the process that started them.
+(``psnlib.replication.jobs``, ``psnlib.replication.ledger``: ``<ledger>/<profile>/<run key>.json``;
+the checkout's are committed): first the starting policies and weak-prefix sets that are neither
+committed nor cached, then the tasks, primary comparisons first, each writing its record. Tiny
+models gain little from a second thread, so on 2 cores two tasks at once finish about twice as fast
+as one after the other. The notebooks read the records, so on a clone whose records are complete
+nothing is trained or evaluated; where records are missing, the notebooks wait until they are made
+(run it again: it resumes, the caches keep a killed task's finished parts). ``--budget SECONDS`` or
+``--until HH:MM`` (both: the earlier of the two) start no task whose cost, estimated from the
+records' measured CPU seconds (``jobs.estimate``), would end after it, so a time-limited job stops
+with its records written; ``--status`` shows the plan's records (done / missing / stale per arm and
+seed, CPU time done and left) and trains nothing. ``--rebuild`` re-runs the SFT of the committed
+starting policies and compares fingerprints; ``--commit-start`` copies built ones into
+``results/start/``. Wall times of each stage and notebook are appended to
+``runs/<profile>/reproduce_timing.json``, copied to ``figures/<profile>/`` as each notebook
+finishes. A task that fails is reported and the others go on; a failure is one line, the task's run
+key and the error first; workers die with the process that started them.
+
+The run ledger, for this command and every process it starts (workers, Slurm jobs, notebooks), is
+``<--out>/results`` where ``--out`` is given, else ``$PSNLIB_RESULTS`` where that is set, else the
+checkout's ``results/`` (``LEDGER``, as ``--help`` says it). Before the first task
+(``psnlib.replication.sitting``) it checks that the ledger can take every record (its folder
+writable, no directory or link where a record goes), that no stored part or prefix set is a
+directory, and, at every command, that the committed starting points (``results/start/``) are
+whole: a damaged one is named with the ``git checkout`` that restores it, never trained again.
 
 A bad command line (an unknown profile, a notebooks directory that does not exist or holds no
 notebook, ``--only`` with no word or words that match none, a negative ``--workers``, a budget
-that is not a positive number of seconds, an ``--until`` that is not HH:MM, an ``--out`` or data
-directory that cannot be written) ends the program with one line naming it, before any work.
+that is not a positive number of seconds, an ``--until`` that is not HH:MM (an empty one too), an
+``--out``, figures, runs or data directory that cannot be written, ``--only`` with
+``--executor slurm``) ends the program with one line naming it, before any work.
 ``PSNLIB_DATA`` and the ledger's folder are resolved to absolute paths here, once.
 
 ``--executor slurm`` (``psnlib.replication.slurm``, docs/scale_out.md) builds the starting points
 here, then submits the tasks without a usable record as one Slurm job array instead of running
-them in local workers, and waits for it (``--no-wait``: returns once submitted); its flags
+them in local workers, and waits for it (``--no-wait``: returns once submitted); it computes
+tasks only, so it takes no ``--only`` (the notebooks run here, afterwards, without it); its flags
 (``--partition``, ``--time``, ``--cpus-per-task``, ``--mem-gb``, ``--gpus-per-task``,
 ``--array-parallelism``, ``--slurm-config``, ``--runs``) are checked before anything is submitted.
 """
@@ -47,7 +58,6 @@ them in local workers, and waits for it (``--no-wait``: returns once submitted);
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import math
 import os
@@ -68,7 +78,7 @@ from psnlib.io import (
     data_dir,
     read_json,
 )
-from psnlib.replication import jobs, ledger, slurm, starting_points
+from psnlib.replication import jobs, ledger, sitting, slurm, slurm_settings, starting_points
 from psnlib.replication.arms import BASE
 from psnlib.replication.codeversion import PACKAGE
 from psnlib.replication.experiments import planned_runs
@@ -80,6 +90,10 @@ from psnlib.replication.profiles import PROFILES, Profile, get_profile
 
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
+LEDGER = (
+    "The run ledger (the records): <--out>/results where --out is given, else $PSNLIB_RESULTS "
+    "where that is set, else the checkout's results/."
+)
 
 
 def record_versions(figures_dir: Path) -> None:
@@ -134,31 +148,25 @@ def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
         raise ValueError(f"--workers must be >= 0, got {args.workers}")
     if args.executor == "local" and (args.runs is not None or args.no_wait):
         raise ValueError("--runs and --no-wait need --executor slurm")
+    if args.executor == "slurm" and args.only is not None:
+        raise ValueError(
+            "--only runs notebooks here and computes no task, while --executor slurm submits the "
+            "tasks: pass one of them (once the array is done, --only runs the notebooks)"
+        )
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out is empty (an unset variable?); pass a directory, or leave it out")
     if args.only is not None and not args.only:
         raise ValueError("--only needs at least one word (a part of a notebook's name)")
     if args.budget is not None and not (args.budget > 0 and math.isfinite(args.budget)):
         raise ValueError(f"--budget must be a number of seconds > 0, got {args.budget}")
     settings = get_profile(args.profile)
     paths = notebook_paths(args.notebooks, args.only)
-    check_writable(args.out, "--out")
+    out = Path(args.out or ROOT)
+    check_writable(out, "--out")
+    check_writable(default_figures(settings.name, out), "the figures folder")
+    check_writable(out / "runs" / settings.name, "the runs folder")
     check_data_dir()
     return settings, paths
-
-
-def until(clock: str, now: datetime.datetime | None = None) -> float:
-    """Seconds from ``now`` (default: this moment, local time) to the next ``HH:MM``; a
-    ValueError names a ``clock`` that is not one."""
-    try:
-        hour, minute = (int(x) for x in clock.split(":"))
-        now = now or datetime.datetime.now()
-        end = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    except ValueError as err:
-        raise ValueError(
-            f"--until must be a time of day HH:MM (e.g. 17:45), got {clock!r}"
-        ) from err
-    if end <= now:
-        end += datetime.timedelta(days=1)
-    return (end - now).total_seconds()
 
 
 def status_report(profile: Profile, workers: int) -> str:
@@ -196,50 +204,18 @@ def status_report(profile: Profile, workers: int) -> str:
     return "\n".join(lines)
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--executor`` and the Slurm executor's flags (``psnlib.replication.slurm``)."""
-    parser.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="where the tasks run: local worker processes, or a Slurm job array (submitit)",
-    )
-    group = parser.add_argument_group("slurm executor (--executor slurm; defaults per profile)")
-    group.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
-    group.add_argument("--time", type=int, help="time limit of each task, in minutes")
-    group.add_argument("--cpus-per-task", type=int, help="CPUs (and torch threads) per task")
-    group.add_argument("--mem-gb", type=float, help="memory per task, in GB")
-    group.add_argument("--gpus-per-task", type=int, help="GPUs per task")
-    group.add_argument("--array-parallelism", type=int, help="tasks of the array run at once")
-    group.add_argument("--slurm-config", type=Path, help="YAML file with the keys above")
-    group.add_argument("--no-wait", action="store_true", help="submit and return at once")
-    group.add_argument("--runs", nargs="+", help="only these run keys (default: every task)")
-
-
-def slurm_options(args: argparse.Namespace, profile: Profile) -> slurm.SlurmOptions:
-    """The Slurm executor's settings of a command line (``slurm.options``)."""
-    return slurm.options(
-        profile,
-        args.slurm_config,
-        partition=args.partition,
-        time=args.time,
-        cpus_per_task=args.cpus_per_task,
-        mem_gb=args.mem_gb,
-        gpus_per_task=args.gpus_per_task,
-        array_parallelism=args.array_parallelism,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Prepare, then run the notebooks (the module's docstring). A bad command line ends the
     program with one line, ``psnlib.replication.reproduce: error: ...``, before any work."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=LEDGER)
     parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
     parser.add_argument("--force", action="store_true", help="re-run notebooks already done")
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     parser.add_argument(
-        "--out", type=Path, default=ROOT, help="where figures/, runs/ and results/ go"
+        "--out",
+        help="where figures/, runs/ and results/ (the run ledger) go; default: the checkout, "
+        "with the ledger in $PSNLIB_RESULTS where that is set",
     )
     parser.add_argument(
         "--workers",
@@ -251,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget", type=float, help="seconds: start no task that would not end within them"
     )
-    parser.add_argument("--until", help="HH:MM: start no task that would not end by then")
+    parser.add_argument(
+        "--until",
+        help="HH:MM: start no task that would not end by then; with --budget, the earlier limit",
+    )
     parser.add_argument(
         "--rebuild",
         action="store_true",
@@ -262,17 +241,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="copy the profile's built starting policies and prefix sets into results/start/",
     )
-    add_executor_arguments(parser)
+    slurm_settings.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         settings, paths = check_arguments(args)
-        seconds_left = until(args.until) if args.until else args.budget
+        seconds_left = sitting.seconds_left(args.budget, args.until)
     except ValueError as err:
         sys.exit(f"psnlib.replication.reproduce: error: {err}")
-    deadline = time.monotonic() + seconds_left if seconds_left else None
-    # Resolved once, here: the notebooks run from notebooks/, where a relative path means another
-    # folder, and their kernels and the workers inherit these (restored when main returns).
-    paths_of = {"PSNLIB_DATA": data_dir(), ledger.RESULTS_ENV: args.out / "results"}
+    deadline = time.monotonic() + seconds_left if seconds_left is not None else None
+    # The ledger (the module's docstring), and both paths resolved once, here: the notebooks run
+    # from notebooks/, where a relative path means another folder, and their kernels, the workers
+    # and the Slurm jobs inherit these (restored when main returns).
+    results = Path(args.out) / "results" if args.out else ledger.results_root()
+    args.out = Path(args.out or ROOT)
+    paths_of = {"PSNLIB_DATA": data_dir(), ledger.RESULTS_ENV: results}
     before = {name: os.environ.get(name) for name in paths_of}
     os.environ.update({name: str(Path(path).resolve()) for name, path in paths_of.items()})
     try:
@@ -305,6 +287,17 @@ def _main(
 ) -> int:
     """``main`` once the command line is checked and the paths resolved."""
     profile, fingerprint = settings.name, profile_fingerprint(settings)
+    computes = not (args.status or args.rebuild or args.commit_start or args.only) and (
+        args.executor == "slurm" or args.workers > 0
+    )
+    try:  # what would make a sitting lose its work, or start from other weights: one line
+        sitting.check_starting_points(starting_points.policies(settings))
+        if computes:
+            sitting.check_parts(settings)
+            sitting.check_prefix_sets()
+            sitting.check_ledger(settings, jobs.tasks(settings))
+    except ValueError as err:
+        sys.exit(f"psnlib.replication.reproduce: error: {err}")
     if args.status:
         print(status_report(settings, args.workers))
         slurm_lines = slurm.report(settings, (args.out / "runs" / profile).resolve())
@@ -328,9 +321,9 @@ def _main(
     record = partial(_record, log)
     figures_dir.mkdir(parents=True, exist_ok=True)
     runs_dir.mkdir(parents=True, exist_ok=True)
-    if args.executor == "slurm" and not args.only:
+    if args.executor == "slurm":
         try:
-            chosen = slurm_options(args, settings)
+            chosen = slurm_settings.from_arguments(args, settings)
             table = slurm.prepare(
                 settings,
                 chosen,

@@ -11,15 +11,14 @@ writing its record atomically into ``$PSNLIB_RESULTS/<profile>/``. A task that r
 limit or is preempted is requeued by submitit (``Requeued.checkpoint``) and resumes from its
 caches and last training checkpoint; re-submitting skips every task whose record is done.
 
-What a task asks for (``SlurmOptions``): a partition, a time limit in minutes, CPUs, memory, GPUs
-and the array's concurrency cap, from the profile's defaults (``DEFAULTS``; ``paper``'s GPUs are
-``configs/accelerate/multi_gpu.yaml``'s processes), then a YAML file (``--slurm-config``, the
-same keys), then the command line. Bad input is one line before anything is submitted (a
-ValueError): submitit not installed, no ``sbatch`` on PATH, a partition ``sinfo`` does not list, a
-time limit shorter than a task's measured cost (``jobs.estimate``), an unknown key in the file.
+What a task asks for, and the checks before anything is submitted, are in
+``psnlib.replication.slurm_settings``; a job array ``sbatch`` refuses is a one-line ValueError
+too, with sbatch's reason. The job script exports ``PSNLIB_DATA`` and the ledger
+(``$PSNLIB_RESULTS``) quoted for the shell, so no path can run a command on a node.
 
 The submitted array is kept in ``runs/<profile>/slurm.json`` (its id, run keys and log folder
-``runs/<profile>/slurm/<array id>/``, submitit's). While any task of it is queued or running, a
+``runs/<profile>/slurm/<array id>/``, submitit's); one that is damaged (``read_state``) is named
+with what to do, never guessed at. While any task of it is queued or running, a
 second invocation reports its progress and submits nothing. Progress reads ``squeue`` and the
 records: done (its record is usable), running, pending, or failed, with the array task's id, its
 log file and the last line of its error log; ``wait`` prints a line whenever the counts change,
@@ -28,138 +27,33 @@ until no task of the array is left in the queue. Slurm's accounting (``sacct``) 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import importlib.util
+import io
 import os
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from psnlib.io import atomic_write_json, read_json
-from psnlib.replication import jobs, ledger
-from psnlib.replication.paths import ROOT
+from psnlib.io import atomic_write_json, load_json
+from psnlib.replication import jobs
 from psnlib.replication.profiles import Profile, get_profile
+from psnlib.replication.slurm_settings import SlurmOptions, check_cluster, check_time, setup
 
 STATE_FILE = "slurm.json"  # runs/<profile>/: the array last submitted
+STATE_KEYS = ("array", "keys", "jobs", "logs", "submitted")  # what its readers take from it
 LOGS = "slurm"  # runs/<profile>/slurm/<array id>/: submitit's pickles and logs
-ACCELERATE = ROOT / "configs" / "accelerate" / "multi_gpu.yaml"
 QUEUED = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD")
 EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")
 POLL = 10.0  # seconds between two looks at the queue while waiting
 RUNNING = ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING")
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    """What each array task asks for: ``partition`` (None: the cluster's default), ``time`` (its
-    limit in minutes), ``cpus_per_task``, ``mem_gb``, ``gpus_per_task``, and ``array_parallelism``
-    (how many run at once)."""
-
-    partition: str | None = None
-    time: int = 60
-    cpus_per_task: int = 1
-    mem_gb: float = 4.0
-    gpus_per_task: int = 0
-    array_parallelism: int = 256
-
-
-def _accelerate_gpus() -> int:
-    """The GPUs ``configs/accelerate/multi_gpu.yaml`` trains on (its ``num_processes``)."""
-    import yaml
-
-    return int(yaml.safe_load(ACCELERATE.read_text())["num_processes"])
-
-
-def defaults(profile: Profile) -> SlurmOptions:
-    """A profile's defaults: ``smoke`` and ``cpu`` 1 CPU and no GPU per task (tiny models, one
-    thread each); ``gpu`` one GPU; ``paper`` the GPUs of its accelerate config, 8 CPUs each."""
-    if profile.name == "paper":
-        gpus = _accelerate_gpus()
-        return SlurmOptions(
-            time=48 * 60, cpus_per_task=8 * gpus, mem_gb=64.0 * gpus, gpus_per_task=gpus
-        )
-    if profile.name == "gpu":
-        return SlurmOptions(time=24 * 60, cpus_per_task=8, mem_gb=64.0, gpus_per_task=1)
-    if profile.name == "cpu":
-        return SlurmOptions(time=6 * 60)
-    return SlurmOptions(time=30)
-
-
-def options(profile: Profile, config: Path | None = None, **given: Any) -> SlurmOptions:
-    """The profile's defaults, then ``config`` (YAML with ``SlurmOptions``' keys), then the
-    values ``given`` that are not None. A file that cannot be read, an unknown key or a value out
-    of range is a ValueError naming it."""
-    chosen = defaults(profile)
-    names = [f.name for f in fields(SlurmOptions)]
-    if config is not None:
-        import yaml
-
-        try:
-            loaded = yaml.safe_load(Path(config).read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ValueError(f"--slurm-config {str(config)!r} cannot be read: {err}") from err
-        if not isinstance(loaded, dict):
-            raise ValueError(f"--slurm-config {str(config)!r} must be a mapping of {names}")
-        unknown = sorted(set(loaded) - set(names))
-        if unknown:
-            raise ValueError(
-                f"--slurm-config {str(config)!r}: unknown key(s) {unknown}; allowed: {names}"
-            )
-        chosen = replace(chosen, **loaded)
-    chosen = replace(chosen, **{k: v for k, v in given.items() if v is not None})
-    for name in ("time", "cpus_per_task", "array_parallelism"):
-        value = getattr(chosen, name)
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"slurm {name} must be an integer >= 1, got {value!r}")
-    if not isinstance(chosen.gpus_per_task, int) or chosen.gpus_per_task < 0:
-        raise ValueError(
-            f"slurm gpus_per_task must be an integer >= 0, got {chosen.gpus_per_task!r}"
-        )
-    if not (isinstance(chosen.mem_gb, int | float) and chosen.mem_gb > 0):
-        raise ValueError(f"slurm mem_gb must be a number of GB > 0, got {chosen.mem_gb!r}")
-    return chosen
-
-
-def check_cluster(chosen: SlurmOptions) -> None:
-    """submitit importable, ``sbatch`` on PATH, the partition one ``sinfo`` lists; else a
-    ValueError of one line."""
-    if importlib.util.find_spec("submitit") is None:
-        raise ValueError(
-            "--executor slurm needs submitit, which is not installed: pip install -e '.[slurm]'"
-        )
-    for command in ("sbatch", "squeue", "sinfo"):
-        if shutil.which(command) is None:
-            raise ValueError(f"--executor slurm needs Slurm's {command!r}, not found on PATH")
-    if chosen.partition is not None:
-        out = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True)
-        partitions = sorted(set(out.stdout.split()))
-        if out.returncode != 0:
-            raise ValueError(f"sinfo failed (is Slurm reachable?): {out.stderr.strip()}")
-        if chosen.partition not in partitions:
-            raise ValueError(
-                f"--partition {chosen.partition!r} is not a partition of this cluster; "
-                f"sinfo lists {partitions}"
-            )
-
-
-def check_time(chosen: SlurmOptions, table: pd.DataFrame) -> None:
-    """A ValueError naming the first task of ``table`` (``jobs.status`` with ``jobs.estimate``'s
-    column ``estimate``: CPU seconds on one thread) whose cost exceeds the time limit."""
-    for row in table.itertuples():
-        cost = row.estimate
-        if cost == cost and cost > chosen.time * 60:
-            raise ValueError(
-                f"--time {chosen.time} min is shorter than the measured cost of {row.policy} seed "
-                f"{row.seed} ({row.run}): about {cost / 60:.0f} min; give at least "
-                f"{int(cost // 60) + 1}"
-            )
 
 
 def run_one(profile: str, key: str) -> str:
@@ -195,27 +89,68 @@ def state_path(runs_dir: Path) -> Path:
     return runs_dir / STATE_FILE
 
 
+def _state_problem(state: Any) -> str | None:
+    """What is wrong with the content of a state file, or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    missing = [key for key in STATE_KEYS if key not in state]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if not (isinstance(state["array"], str) and state["array"].isdigit()):
+        return f"array {state['array']!r} is not a job id"
+    lists = [state[key] for key in ("keys", "jobs", "logs")]
+    if not all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in lists) or (
+        len({len(x) for x in lists}) != 1
+    ):
+        return "keys, jobs and logs are not lists of names of one length"
+    return None
+
+
+def read_state(runs_dir: Path) -> dict | None:
+    """The array last submitted here (``state_path``), None where none was. A damaged file (not
+    JSON, or without the array's id, run keys, jobs, logs or time, ``STATE_KEYS``) is a
+    ValueError naming it and what to do: its jobs may still be queued."""
+    path = state_path(runs_dir)
+    if not os.path.lexists(path):
+        return None
+    try:
+        state = load_json(path)
+    except ValueError as err:  # psnlib.io.Damaged: a directory, or not JSON
+        wrong: str | None = str(err)
+    else:
+        wrong = _state_problem(state)
+    if wrong is not None:
+        raise ValueError(
+            f"the Slurm state {path} is damaged ({wrong}): once squeue shows none of its jobs "
+            "(squeue --me), remove it and run again"
+        )
+    return state
+
+
 def submit(profile: Profile, chosen: SlurmOptions, keys: list[str], runs_dir: Path) -> dict:
     """Submit ``keys`` as one job array (``Requeued`` each) and keep it in the state file;
     returns that state: ``array`` (the job id), ``keys``, ``folder`` (the logs), ``submitted``."""
     import submitit
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
 
     executor = submitit.SlurmExecutor(folder=runs_dir / LOGS / "%A", max_num_timeout=3)
-    environment = {
-        name: os.environ[name] for name in ("PSNLIB_DATA", ledger.RESULTS_ENV) if name in os.environ
-    }
     executor.update_parameters(
         job_name=f"psnlib-{profile.name}",
         time=chosen.time,
         cpus_per_task=chosen.cpus_per_task,
-        mem=f"{int(chosen.mem_gb * 1024)}MB",
+        mem=chosen.mem,
         array_parallelism=chosen.array_parallelism,
         signal_delay_s=120,
-        setup=[f"export {name}={value!r}" for name, value in environment.items()],
+        setup=setup(),
         **({"partition": chosen.partition} if chosen.partition else {}),
         **({"gpus_per_task": chosen.gpus_per_task} if chosen.gpus_per_task else {}),
     )
-    submitted = executor.map_array(Requeued(), [profile.name] * len(keys), keys)
+    try:  # submitit prints sbatch's refusal on stderr too: it is in the one line instead
+        with contextlib.redirect_stderr(io.StringIO()):
+            submitted = executor.map_array(Requeued(), [profile.name] * len(keys), keys)
+    except (FailedJobError, FailedSubmissionError) as err:  # sbatch's word, on one line
+        why = " ".join(str(err).split()) or "no reason given"
+        raise ValueError(f"sbatch refused the job array of {len(keys)} task(s): {why}") from err
     array = submitted[0].job_id.split("_")[0]
     state = {
         "array": array,
@@ -298,9 +233,13 @@ def summary(table: pd.DataFrame) -> str:
 
 
 def report(profile: Profile, runs_dir: Path) -> str | None:
-    """``--status``' lines on the array last submitted at ``profile``; None where none was."""
-    state = read_json(state_path(runs_dir), "slurm state")
-    if not isinstance(state, dict):
+    """``--status``' lines on the array last submitted at ``profile``; None where none was, one
+    line naming a damaged state file (``read_state``)."""
+    try:
+        state = read_state(runs_dir)
+    except ValueError as err:
+        return f"[psnlib] slurm: {err}"
+    if state is None:
         return None
     if shutil.which("squeue") is None:
         return f"[psnlib] slurm array {state['array']}: squeue not found here, job states unknown"
@@ -336,9 +275,10 @@ def wait(profile: Profile, state: dict, poll: float | None = None) -> pd.DataFra
 
 
 def active(runs_dir: Path) -> dict | None:
-    """The state of the array last submitted here if any of its tasks is still queued."""
-    state = read_json(state_path(runs_dir), "slurm state")
-    if isinstance(state, dict) and _queue(state["array"]):
+    """The state of the array last submitted here if any of its tasks is still queued; a
+    damaged state file is a ValueError (``read_state``)."""
+    state = read_state(runs_dir)
+    if state is not None and _queue(state["array"]):
         return state
     return None
 
