@@ -6,7 +6,7 @@ PROFILE ?= cpu
 # local worker processes, or slurm: the tasks as a Slurm job array (docs/scale_out.md)
 EXECUTOR ?= local
 
-.PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab
+.PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab prove-version
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ lock: $(VENV)/.installed
 reproduce: $(VENV)/.installed
 	$(BIN)/python -m psnlib.replication.reproduce --profile $(PROFILE) --executor $(EXECUTOR) \
 	  $(if $(BUDGET),--budget $(BUDGET)) $(if $(UNTIL),--until $(UNTIL))
+
+## make prove-version KIND=run: after a change that moved KIND's code digest (tests/test_versions.py
+## names it), re-compute its cheapest committed record at PROFILE on this code and pin the digest
+## if every result field is bit-exact (psnlib.replication.proof); without KIND, every moved kind
+prove-version: $(VENV)/.installed
+	$(BIN)/python -m psnlib.replication.proof --profile $(PROFILE) $(if $(KIND),--kind $(KIND))
 
 ## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
 lab: $(VENV)/.installed

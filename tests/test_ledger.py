@@ -1,4 +1,5 @@
-"""The run ledger: records' shape and damage, staleness by code version, pooling, atomicity."""
+"""The run ledger: records' shape and damage, staleness by version, code digests, pooling,
+atomicity."""
 
 import json
 import math
@@ -33,7 +34,7 @@ def a_record(key: str = "grpo-s0-abc", profile: str = "smoke", **changes) -> dic
         "evaluation": {"problems": 2, "samples": 4, "ks": [1, 4]},
         "start": {"policy": "qwen2-tiny", "fingerprint": "f00"},
         "weights": "beef",
-        "code": {"run": codeversion.code_version("run")},
+        "code": {"run": codeversion.VERSIONS["run"]},
         "log": _table(pd.DataFrame({"step": [1, 2], "reward": [0.1, 0.2]})),
         "benchmarks": {"countdown-l3": {"problems": _table(problems), "curves": _table(curves)}},
         "machine": ledger.machine(),
@@ -202,70 +203,75 @@ def test_a_write_killed_midway_leaves_no_record(results, monkeypatch):
     assert not folder.exists() or not list(folder.iterdir())
 
 
-# ------------------------------------------------------------------------- code versions
+# ------------------------------------------------------------------------ versions, digests
 
 
 @pytest.fixture
 def package_copy(tmp_path, monkeypatch):
-    """A copy of psnlib's sources that ``codeversion`` reads instead of the real ones."""
+    """A copy of psnlib's sources that ``codeversion`` digests instead of the real ones."""
     copy = tmp_path / "psnlib"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(codeversion, "PACKAGE", copy)
-    codeversion.code_version.cache_clear()
-    yield copy
-    codeversion.code_version.cache_clear()
+    return copy
 
 
-def versions() -> dict[str, str]:
-    codeversion.code_version.cache_clear()
-    return {kind: codeversion.code_version(kind) for kind in codeversion.ROOTS}
+def digests() -> dict[str, str]:
+    return {kind: codeversion.code_digest(kind) for kind in codeversion.VERSIONS}
 
 
-def test_the_code_version_reads_the_sources_it_names(package_copy):
-    assert versions() == {kind: codeversion.code_version(kind) for kind in codeversion.ROOTS}
+def test_the_digest_reads_the_sources_it_names(package_copy):
     modules = codeversion.closure(codeversion.ROOTS["run"])
     assert {"psnlib.noise", "psnlib.trainer.trainer", "psnlib.replication.runs"} <= set(modules)
     assert not set(modules) & codeversion.ANALYSIS
+    before = digests()
+    (package_copy / "noise.py").write_text("")
+    assert digests()["run"] != before["run"]
 
 
-def test_an_edited_docstring_comment_or_layout_in_noise_leaves_every_record_fresh(package_copy):
-    before = versions()
+def test_an_edited_docstring_comment_or_layout_in_noise_moves_no_digest(package_copy):
+    before = digests()
     noise = package_copy / "noise.py"
     text = noise.read_text()
     first_doc = text.index('"""') + 3
     text = text[:first_doc] + "Reworded: " + text[first_doc:]  # the module's docstring
     text = text.replace("\ndef ", "\n# a new comment\n\n\ndef ", 1)  # a comment, blank lines
     noise.write_text(text)
-    assert versions() == before
+    assert digests() == before
 
 
-def test_a_changed_line_in_the_perturbation_makes_the_runs_that_use_it_stale(package_copy):
-    before = versions()
+def test_a_changed_line_in_the_perturbation_moves_the_digests_of_the_kinds_that_use_it(
+    package_copy,
+):
+    before = digests()
     noise = package_copy / "noise.py"
     text = noise.read_text()
     line = "sigma = sigma * param"  # the relative noise's scale
     assert line in text
     noise.write_text(text.replace(line, "sigma = 2 * sigma * param", 1))
-    after = versions()
-    assert after["run"] != before["run"] and after["premise"] != before["premise"]
-    assert after["base"] == before["base"]  # the base policy's evaluations do not perturb
+    after = digests()
+    assert all(after[kind] != before[kind] for kind in ("run", "premise", "probes"))
 
 
-def test_a_changed_claim_or_figure_leaves_every_record_fresh(package_copy):
-    before = versions()
+def test_a_changed_claim_or_figure_moves_no_digest(package_copy):
+    before = digests()
     for name in ("verdicts.py", "plots.py", "summaries.py"):
         path = package_copy / "replication" / name
         path.write_text(path.read_text() + "\nCHANGED = 1\n")
-    assert versions() == before
+    assert digests() == before
 
 
-def test_a_record_made_by_code_since_changed_is_stale(results, package_copy):
+def test_a_record_of_an_older_version_is_stale_and_one_of_moved_code_is_not(
+    results, package_copy, monkeypatch
+):
     record = a_record()
     ledger.write(record)
-    assert ledger.usable(expected_of(record)) is not None
     trainer = package_copy / "trainer" / "trainer.py"
-    trainer.write_text(trainer.read_text() + "\nCHANGED = 1\n")
-    codeversion.code_version.cache_clear()
+    trainer.write_text(trainer.read_text() + "\nCHANGED = 1\n")  # moves the run digest only
+    assert ledger.usable(expected_of(record)) is not None
+    monkeypatch.setitem(codeversion.VERSIONS, "run", record["code"]["run"] + 1)  # a bump
     wrong = ledger.problems(record, expected_of(record))
-    assert wrong and wrong[0].startswith("stale: the run code changed")
+    assert wrong == [
+        f"stale: the run code changed since it was made (version {record['code']['run']}, now "
+        f"{record['code']['run'] + 1})"
+    ]
     assert ledger.usable(expected_of(record)) is None

@@ -1,109 +1,103 @@
-"""The version of the code that computes a record: a hash of the syntax trees it runs.
+"""The versions of the ledger's records: one integer per kind, decided by hand at review time.
 
-A record of the run ledger (``psnlib.replication.ledger``) names the code that computed it, so a
-record made by code that has changed since is *stale*. What counts is what a task executes: the
-modules its entry points import, followed through every ``import`` of a ``psnlib`` module (an
-import of a package reads its ``__init__``), less ``ANALYSIS``, the modules that compute no
-result. Each module counts by its syntax tree (``ast.dump``) without docstrings, so comments,
-docstrings and formatting change no version, while any changed statement, name or value does.
+A record of the run ledger (``psnlib.replication.ledger``) states, for each kind of computation
+in it, the version of that kind's code that made it: ``{"run": 1}``, ``{"run": 1, "premise":
+1}``. The kinds (``VERSIONS``) are ``base`` (a starting policy's evaluations), ``run`` (an RL run
+with its evaluations), ``premise`` (the premise on a run's checkpoint) and ``probes`` (what a
+notebook shows of a policy beyond its evaluations). A record is *current* when each version it
+states is its kind's version in ``VERSIONS`` (``current``); nothing else decides it, so a pure
+move or split of code stales no record.
 
-The task's glue (``GLUE``: what ``psnlib.replication.jobs`` asks a task to compute and how it
-stores it) counts in every kind's version by its definitions alone, since its modules also hold
-readers of the ledger that compute nothing.
+A tripwire keeps ``VERSIONS`` honest: ``DIGESTS`` pins, per kind, a hash of the code its task
+executes (``code_digest``), and ``tests/test_versions.py`` fails, naming the kind, once that hash
+moves (``moved``, ``tripwire``). The change then takes one of two ways out, decided at review:
 
-Each kind of task has its own entry points (``ROOTS``): an edit of the trainer makes the RL runs
-stale and leaves the base policy's evaluations fresh; an edit of ``psnlib/noise.py`` makes stale
-every record whose task imports it.
+- its results change: bump the kind's version in ``VERSIONS`` (a comment saying why) and pin
+  the new digest; the kind's records are then stale and computed again;
+- they do not: ``make prove-version KIND=<kind>`` (``psnlib.replication.proof``) re-computes the
+  cheapest committed record of the kind on the changed code, compares it with the committed one
+  bit-exactly and, where every result field is equal, pins the new digest here.
+
+The digest covers the modules a task of the kind imports (``ROOTS``), followed through every
+``import`` of a ``psnlib`` module (a package's reads its ``__init__``) less ``ANALYSIS``, and the
+task itself (``TASK``). Each module counts by its syntax tree (``ast.dump``) without docstrings,
+so comments, docstrings and formatting move no digest; any changed statement, name or value does.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-from functools import cache
+import warnings
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent  # psnlib/
 
-# What each kind of task executes (``psnlib.replication.jobs``): the base policy's evaluations,
-# an RL run with its evaluations, the premise on a run's checkpoint, and the notebooks' probes.
+# The version of each kind's results, bumped by hand (a line per bump saying why) when a change
+# of its code changes them: every record of the kind made before is then stale.
+# 1: the ledger's first records (issue 41's round, 262 at cpu), made by the code of commits
+#    246e8f5 to a5b74e2, whose changes provably altered none of them (tests/test_codeversion_same
+#    .py); one record of each kind re-computed bit-exactly on the code that pinned DIGESTS.
+VERSIONS: dict[str, int] = {
+    "base": 1,
+    "run": 1,
+    "premise": 1,
+    "probes": 1,
+}
+# Per kind, the digest (``code_digest``) of the code its version was last decided for: by a bump,
+# or by a proof that the code's records are unchanged (``psnlib.replication.proof`` rewrites these
+# lines). A digest that moved fails tests/test_versions.py until one of the two is done.
+DIGESTS: dict[str, str] = {
+    "base": "d92fdbe745a3",
+    "run": "d92fdbe745a3",
+    "premise": "fca6f6f6d208",
+    "probes": "b5578063a111",
+}
+
+# What each kind of task executes besides ``TASK``: the base policy's evaluations, an RL run with
+# its evaluations, the premise on a run's checkpoint, and the notebooks' probes.
 ROOTS: dict[str, tuple[str, ...]] = {
-    "base": ("psnlib.replication.evaluation",),
-    "run": ("psnlib.replication.runs", "psnlib.replication.evaluation"),
+    "base": ("psnlib.replication.variants", "psnlib.replication.evaluation"),
+    "run": (
+        "psnlib.replication.variants",
+        "psnlib.replication.runs",
+        "psnlib.replication.evaluation",
+    ),
     "premise": ("psnlib.replication.premise_sampling", "psnlib.replication.premise"),
     "probes": ("psnlib.replication.probes",),
 }
-# The task's glue, counted in every kind's version by its definitions alone: what
-# ``psnlib.replication.jobs`` asks each task to compute (its benchmarks, kept steps, premise and
-# probes), how it computes and stores them, and how ``variants`` obtains a task's policy. Their
-# modules also hold readers of the ledger (status, costs, training paths) and comparison tables,
-# which compute no result, so only these top-level definitions count, not the modules.
-GLUE: dict[str, tuple[str, ...]] = {
-    "psnlib.replication.jobs": ("Task", "tasks", "run_task", "_path"),
-    "psnlib.replication.variants": ("EVAL_SEED", "Variant", "load_variant"),
-}
-# Modules that compute no result, followed nowhere: the plans (which tasks there are, not how
-# they compute), the profiles (their values reach a record through its run key and the
-# evaluation settings it carries, ``ledger.Record``), the analysis of records (claims,
-# verdicts, tables, figures, notebook text), and this module: the versions and
-# ``SAME_RESULTS`` (were it followed, an entry would change the version it names).
+# The task (what it computes and how its record is stored: ``jobs.run_task``) counts in every
+# kind by its syntax tree; its imports are not followed, since they are the kinds' own roots.
+TASK = "psnlib.replication.jobs"
+# Modules a closure reaches that compute no result, followed nowhere: the plans and the budget
+# (which tasks there are and when they run, not how they compute), the profiles (their values
+# reach a record through its run key and the settings it carries, ``ledger.Expected``), the
+# statistics of the analysis, and this module (a pinned digest must not move its own digest).
 ANALYSIS = frozenset(
     f"psnlib.replication.{name}"
     for name in (
         "budget",
-        "claim",
         "claim_stats",
-        "claims",
-        "claims_psn",
-        "claims_released",
-        "claims_weak",
-        "code_differences",
         "codeversion",
         "experiments",
-        "frontier",
-        "notebook",
-        "plots",
         "profile_config",
         "profiles",
-        "results",
-        "results_text",
         "summaries",
         "verdicts",
     )
 )
 
 
-# Per kind, the current code's version -> older versions whose records it makes again unchanged:
-# a record of one of them counts as current (it keeps the version it was made with) only while
-# the code is at the version its entry is keyed by, so the next change of that code makes them
-# stale with the rest. Each entry names the change that made the old versions old and what
-# proves it alters no record the old code completed; nothing else may go here.
-# - 780e827d288c (run), a8875bb1ea8c (premise), a24a6ccff817 (probes), 715f53f665a5 (base), the
-#   versions of commit 246e8f5: response_metrics.distinct_forms read a correct completion at
-#   ``final_attempt`` instead of its whole text, which raised on a completion with an earlier
-#   attempt before the last: wherever the old reading did not raise, the text was one chain
-#   without a space, which is its own final attempt (tests/test_codeversion_same.py).
-# - 4c1620ea1e8e (premise) and 29d817a6746e (probes), the versions of issue 41's round: their
-#   closures held this module (through ``ledger``), and those of the run and the base policy did
-#   not; this module computes no result and is followed no more. Nothing else in their closures
-#   changed (git diff 4174255 -- psnlib: only this file), so neither did a record. That made
-#   aabc9d6cf9cb (premise) and b2e8ff979f38 (probes), which made no record.
-# - All of those: every kind's version now counts the task's glue (``GLUE``), which made every
-#   record of the ledger and has not changed since 246e8f5, before the first (each definition's
-#   syntax tree there and at this change are equal: tests/test_codeversion_same.py).
-SAME_RESULTS: dict[str, dict[str, frozenset[str]]] = {
-    "base": {"58df06360487": frozenset({"028df87af79b", "715f53f665a5"})},
-    "run": {"2e8c229c197a": frozenset({"67644c54b320", "780e827d288c"})},
-    "premise": {"68a8af147651": frozenset({"aabc9d6cf9cb", "4c1620ea1e8e", "a8875bb1ea8c"})},
-    "probes": {"e1b0f7198514": frozenset({"b2e8ff979f38", "29d817a6746e", "a24a6ccff817"})},
-}
+def version(kind: str) -> int:
+    """The current version of ``kind``'s results (``VERSIONS``)."""
+    if kind not in VERSIONS:
+        raise ValueError(f"unknown kind of record {kind!r}; allowed: {sorted(VERSIONS)}")
+    return VERSIONS[kind]
 
 
-def current(kind: str, version: str | None) -> bool:
-    """Whether a record of ``kind`` made by code ``version`` is what the current code makes:
-    the current version, or one that ``SAME_RESULTS`` lists under it."""
-    now = code_version(kind)
-    return version == now or version in SAME_RESULTS.get(kind, {}).get(now, frozenset())
+def current(kind: str, made: object) -> bool:
+    """Whether a record of ``kind`` stating version ``made`` is what the current code makes."""
+    return type(made) is int and made == version(kind)
 
 
 def module_file(name: str) -> Path | None:
@@ -143,6 +137,14 @@ def without_docstrings(tree: ast.Module) -> ast.Module:
     return tree
 
 
+def _parse(name: str) -> ast.Module:
+    """The syntax tree of ``psnlib`` module ``name``; a ValueError where it is none."""
+    path = module_file(name)
+    if path is None:
+        raise ValueError(f"{name!r} is not a module of psnlib ({PACKAGE})")
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def closure(roots: tuple[str, ...]) -> dict[str, str]:
     """Every module ``roots`` execute (``ANALYSIS`` left out): name -> its syntax tree without
     docstrings, as ``ast.dump`` writes it (no line numbers, so no formatting or comments)."""
@@ -152,53 +154,52 @@ def closure(roots: tuple[str, ...]) -> dict[str, str]:
         name = todo.pop()
         if name in seen:
             continue
-        path = module_file(name)
-        if path is None:
-            raise ValueError(f"{name!r} is not a module of psnlib ({PACKAGE})")
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _parse(name)
         seen[name] = ast.dump(without_docstrings(tree))
         todo += sorted(_imports(tree) - ANALYSIS - set(seen))
     return dict(sorted(seen.items()))
 
 
-def _defined_name(node: ast.stmt) -> str | None:
-    """The name a top-level statement defines: a function, a class or one assigned name."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return node.name
-    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-    target = node.target if isinstance(node, ast.AnnAssign) else target
-    return target.id if isinstance(target, ast.Name) else None
-
-
-def glue() -> dict[str, str]:
-    """Each ``GLUE`` definition, ``module.name``, -> its syntax tree without docstrings; a name
-    its module no longer defines is an error (say in ``GLUE`` what took its place)."""
-    found: dict[str, str] = {}
-    for module, names in GLUE.items():
-        path = module_file(module)
-        if path is None:
-            raise ValueError(f"GLUE names {module!r}, which is not a module of psnlib ({PACKAGE})")
-        tree = without_docstrings(ast.parse(path.read_text(), filename=str(path)))
-        defined = {_defined_name(node): node for node in tree.body}
-        for name in names:
-            if name not in defined:
-                raise ValueError(f"GLUE names {module}.{name}, which {path} does not define")
-            found[f"{module}.{name}"] = ast.dump(defined[name])
-    return found
-
-
 def digest(dumps: dict[str, str]) -> str:
-    """A 12-hex-digit hash of named syntax trees (``closure``, ``glue``), in the order given."""
+    """A 12-hex-digit hash of named syntax trees (``closure``), in the order given."""
     found = hashlib.sha256()
     for name, dump in dumps.items():
         found.update(f"{name}\n{dump}\n".encode())
     return found.hexdigest()[:12]
 
 
-@cache
-def code_version(kind: str) -> str:
-    """A 12-hex-digit hash of the code a task of ``kind`` (a key of ``ROOTS``) executes: its
-    closure and the task's glue (``GLUE``)."""
-    if kind not in ROOTS:
-        raise ValueError(f"unknown kind of task {kind!r}; allowed: {sorted(ROOTS)}")
-    return digest(closure(ROOTS[kind]) | glue())
+def code_digest(kind: str) -> str:
+    """A 12-hex-digit hash of the code a task of ``kind`` executes: the closure of its
+    ``ROOTS`` and the task's own module (``TASK``)."""
+    version(kind)  # an unknown kind is an error
+    task = {TASK: ast.dump(without_docstrings(_parse(TASK)))}
+    return digest(closure(ROOTS[kind]) | task)
+
+
+def moved() -> dict[str, str]:
+    """Each kind whose code's digest is not the one pinned in ``DIGESTS`` -> its digest now."""
+    return {kind: now for kind in VERSIONS if (now := code_digest(kind)) != DIGESTS[kind]}
+
+
+def tripwire(digests: dict[str, str]) -> str:
+    """What to do about kinds whose code moved (``moved``'s answer): one paragraph per kind."""
+    return "\n".join(
+        f"The {kind} code changed (digest {DIGESTS[kind]} pinned, {now} now) and its records "
+        f"state version {VERSIONS[kind]}. Decide: if its results change, bump VERSIONS[{kind!r}] "
+        f"in {Path(__file__).name} to {VERSIONS[kind] + 1} with a comment saying why and pin "
+        f'DIGESTS[{kind!r}] = "{now}" (its records go stale); if they do not, prove it: `make '
+        f"prove-version KIND={kind}` re-computes its cheapest committed record on this code, "
+        "compares every result field bit-exactly and pins the digest when all are equal."
+        for kind, now in digests.items()
+    )
+
+
+def stamp(kinds: list[str]) -> dict[str, int]:
+    """The versions a record computed now states (``{kind: version}``), with a warning per kind
+    whose code moved since its version was decided: such a record must not be committed before
+    the tripwire is settled (``tripwire``)."""
+    found = {kind: version(kind) for kind in kinds}
+    changed = {kind: now for kind, now in moved().items() if kind in found}
+    if changed:
+        warnings.warn(f"computing a record on unpinned code. {tripwire(changed)}", stacklevel=2)
+    return found

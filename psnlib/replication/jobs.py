@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from psnlib.replication import frontier, ledger
-from psnlib.replication.codeversion import code_version
+from psnlib.replication.codeversion import stamp
 from psnlib.replication.evaluation import eval_settings, evaluate_parts
 from psnlib.replication.experiments import BASE_POLICY, GRPO, PLANS, planned_work
 from psnlib.replication.premise import premise, premise_parts, premise_settings
@@ -182,7 +182,7 @@ def run_task(profile: Profile, task: Task) -> dict[str, Any]:
         "evaluation": eval_settings(p, EVAL_SEED),
         "start": {"policy": start_name(p.base), "fingerprint": weights_fingerprint(start)},
         "weights": weights_fingerprint(model),
-        "code": {kind: code_version(kind) for kind in kinds},
+        "code": stamp(kinds),
         "log": ledger.table_json(log),
         "benchmarks": ledger.parts_json(parts),
         "machine": ledger.machine(),

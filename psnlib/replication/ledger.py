@@ -11,8 +11,9 @@ never edited; it holds everything the notebooks and claims read from that task:
   ``psnlib.replication.evaluation.eval_config`` less the run and weights);
 - where it started and what it made: ``start`` (the starting policy's name and weights
   fingerprint) and ``weights`` (the evaluated policy's fingerprint);
-- ``code``: per kind of computation in it, the version of the code that computed it
-  (``psnlib.replication.codeversion``);
+- ``code``: per kind of computation in it (``base`` or ``run``, and ``premise``, ``probes`` where
+  it holds them), the integer version of that kind's results it was made at
+  (``psnlib.replication.codeversion.VERSIONS``);
 - the tables: ``log`` (one row per training step), ``benchmarks`` (per benchmark the per-problem
   table, correct counts included so unbiased pass@k can be recomputed, and the pass@k curve),
   where the task ran it ``premise`` (its settings and three stored parts per noise site), ``probes``
@@ -27,8 +28,8 @@ never edited; it holds everything the notebooks and claims read from that task:
 schema, a key other than its file's name, a table that is not one) is named in one warning and
 treated as missing, so it is recomputed, never used. ``problems`` says why a whole record cannot
 be used *here*: another profile, evaluation settings or starting point, a benchmark, premise,
-probe or path step it lacks, or code that has changed since (*stale*). Records are never pooled
-across those.
+probe or path step it lacks, or a kind's version that is not the current one (*stale*). Records
+are never pooled across those.
 
 The ledger's folder is ``$PSNLIB_RESULTS/<profile>/`` where that is set (``make reproduce
 --out`` sets it), else the checkout's ``results/<profile>/``.
@@ -50,7 +51,7 @@ import pandas as pd
 import torch
 
 from psnlib.io import ROOT, atomic_write_text, read_json
-from psnlib.replication.codeversion import code_version, current
+from psnlib.replication import codeversion
 from psnlib.replication.evaluation import PART_TABLES
 
 SCHEMA = 1
@@ -261,11 +262,11 @@ def write(record: dict[str, Any]) -> Path:
 
 @dataclass(frozen=True)
 class Expected:
-    """What a task's record must match to be used: its profile and key, the code versions of
-    the computations it needs, its evaluation settings, the benchmarks it needs, the starting
-    policy's fingerprint (None where none is known here), the premise's settings where it needs
-    the premise, the probes it needs (``psnlib.replication.probes.PROBES``), and the steps of its
-    training path (``path``), each evaluated on ``benchmarks``."""
+    """What a task's record must match to be used: its profile and key, the kinds of computation
+    it needs (each at its current version), its evaluation settings, the benchmarks it needs, the
+    starting policy's fingerprint (None where none is known here), the premise's settings where
+    it needs the premise, the probes it needs (``psnlib.replication.probes.PROBES``), and the
+    steps of its training path (``path``), each evaluated on ``benchmarks``."""
 
     profile: str
     key: str
@@ -279,15 +280,18 @@ class Expected:
 
 
 def problems(record: dict[str, Any], expected: Expected) -> list[str]:
-    """Why ``record`` cannot stand for ``expected`` here (empty: it can). A code version that
-    differs makes it *stale*."""
+    """Why ``record`` cannot stand for ``expected`` here (empty: it can). A version of a kind
+    that is not the current one (``codeversion.current``) makes it *stale*."""
     wrong = []
     if record["profile"] != expected.profile:
         wrong.append(f"made at profile {record['profile']!r}, not {expected.profile!r}")
     for kind in expected.kinds:
-        made, now = record["code"].get(kind), code_version(kind)
-        if not current(kind, made):
-            wrong.append(f"stale: the {kind} code changed since it was made ({made} -> {now})")
+        made = record["code"].get(kind)
+        if not codeversion.current(kind, made):
+            wrong.append(
+                f"stale: the {kind} code changed since it was made (version {made}, now "
+                f"{codeversion.version(kind)})"
+            )
     if record["evaluation"] != expected.evaluation:
         wrong.append("made with other evaluation settings")
     missing = [b for b in expected.benchmarks if b not in record["benchmarks"]]
