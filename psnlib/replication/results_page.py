@@ -40,6 +40,8 @@ from psnlib.replication.claim import (
 from psnlib.replication.claim_stats import number, spans
 from psnlib.replication.claims_psn import PSN_AVG, PSN_BENCHMARKS
 from psnlib.replication.claims_weak import WEAK_AVG
+from psnlib.replication.codeversion import VERSIONS
+from psnlib.replication.experiments import benchmarks_of
 from psnlib.replication.profiles import Profile
 from psnlib.replication.results_text import (
     CODE_INTRO,
@@ -50,6 +52,7 @@ from psnlib.replication.results_text import (
 from psnlib.replication.results_time import compute_text, timing_summary, timing_text
 
 CONFIRMATORY = tuple(f for f in FAMILIES if f.endswith("confirmatory"))
+CODE_PAGE = "PAPER_VS_CODE.md"  # beside RESULTS.md
 # the papers' averages, named once on the page
 AVERAGES = {PSN_AVG: "PSN avg.", PSN_BENCHMARKS: "PSN benchmarks", WEAK_AVG: "weak avg."}
 
@@ -140,9 +143,7 @@ def holm_changes(table: pd.DataFrame) -> str:
     for family, rows in table.groupby("family", sort=False):
         worded = rows[rows["p_holm"].notna()] if "p_holm" in rows else rows.iloc[:0]
         changed = worded[worded["verdict"] != worded["verdict_holm"]]
-        counts = rows["verdict"].value_counts()
-        said = ", ".join(f"{n} {w}" for w, n in counts.items())
-        text = f"- **{family}** ({len(rows)} rows: {said}; {len(worded)} in the correction)"
+        text = f"- **{family}** ({len(rows)} rows, {len(worded)} in the correction)"
         if changed.empty:
             lines.append(text + ": Holm changes no word.")
             continue
@@ -155,21 +156,39 @@ def holm_changes(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _null_cell(r: Any) -> str:
+    """One null's result in a cell: mean gap [95% CI], false-positive rate ± MC error; bold
+    where it fails."""
+    mean, fpr = _value(r["mean"]), _value(r["fpr"])
+    text = f"{mean:+.2f}" if np.isfinite(mean) else ""
+    if np.isfinite(_value(r["lo"])):
+        text += f" [{r['lo']:+.2f}, {r['hi']:+.2f}]"
+    if np.isfinite(fpr):
+        text += f", {100 * fpr:.1f}%" + (f" ± {100 * r['fpr_se']:.1f}" if r["fpr_se"] else "")
+    return text if r["passes"] else f"**{text}**"
+
+
 def nulls_markdown(nulls: pd.DataFrame) -> str:
     """The null table (``psnlib.replication.nulls.null_table``) as Markdown, a line per
-    statistic and null."""
+    statistic: each null's mean gap with its interval and the rule's false-positive rate (a
+    null at a margin or the premise's matched pass@1 under "other"), and whether it passes."""
+    kinds = ("GRPO vs itself, same seed", "seed-shifted GRPO", "split GRPO seeds")
     lines = [
-        "| statistic | null | draws | mean gap [95% CI] | false positives at 5% | passes |",
+        "| statistic | GRPO vs itself | seed-shifted | split halves | other | gives verdicts |",
         "|---|---|---|---|---|---|",
     ]
-    for r in nulls.itertuples():
-        interval = f" [{r.lo:+.2f}, {r.hi:+.2f}]" if np.isfinite(_value(r.lo)) else ""
-        fpr = "" if not np.isfinite(_value(r.fpr)) else f"{100 * r.fpr:.1f}% ± {100 * r.fpr_se:.1f}"
-        passes = "yes" if r.passes else f"**no**: {r.reason}"
-        mean = "" if not np.isfinite(_value(r.mean)) else f"{r.mean:+.2f}"
+    for label, rows in nulls.groupby("label", sort=False):
+        cells = {kind: "" for kind in kinds}
+        other = []
+        for _, r in rows.iterrows():
+            at = _text(r.get("at", "")) if _text(r.get("at", "")) not in ("", "0") else ""
+            if r["null"] in cells and not at:
+                cells[r["null"]] = _null_cell(r)
+            else:
+                other.append(f"{r['null']}{f' at {at}' if at else ''}: {_null_cell(r)}")
+        passes = "yes" if rows["passes"].all() else "**no**"
         lines.append(
-            f"| {getattr(r, 'label', r.statistic)} | {r.null} | {r.draws} | {mean}{interval} | "
-            f"{fpr} | {passes} |"
+            f"| {label} | {' | '.join(cells[k] for k in kinds)} | {'; '.join(other)} | {passes} |"
         )
     return "\n".join(lines)
 
@@ -207,7 +226,18 @@ def _keyed(texts: dict[int, str]) -> list[str]:
     ]
 
 
-def notes_markdown(table: pd.DataFrame) -> str:
+def code_page(table: pd.DataFrame, profile: Profile) -> str:
+    """``CODE_PAGE``: the paper against its released code, each difference with what this
+    profile's arms do and the rows of RESULTS.md that test it
+    (``results_text.code_differences_markdown``)."""
+    return (
+        f"# The paper vs the released code, at the `{profile.name}` profile\n\n{CODE_INTRO} "
+        "Rows are those of [RESULTS.md](RESULTS.md).\n\n"
+        f"{code_differences_markdown(table.reset_index(drop=True), profile)}\n"
+    )
+
+
+def notes_markdown(table: pd.DataFrame, profile: Profile | None = None) -> str:
     """The papers' texts (with what each row measures), then the rows' notes, keyed by row
     number, each clause once (``_keyed``); the papers' averages named once (``AVERAGES``)."""
     numbers = [int(table.index.get_loc(i)) + 1 for i in table.index]
@@ -217,6 +247,8 @@ def notes_markdown(table: pd.DataFrame) -> str:
         for long, short in AVERAGES.items():
             text = text.replace(long, short)
         averaged = _text(r.get("benchmarks", ""))
+        if profile is not None and averaged == ", ".join(benchmarks_of(profile, "id")):
+            averaged = "the in-distribution levels"
         note = "; ".join(
             x for x in (f"averages {averaged}" if averaged else "", _text(r.get("note", ""))) if x
         )
@@ -234,43 +266,41 @@ prompts x {G}; {problems} problems x {samples} samples per benchmark at temperat
 {temperature}). Seeds: the main comparisons ({main_seeds}) average the in-distribution levels
 (out-of-distribution claims: the others), the exploration baselines ({baseline_seeds}) the same
 levels, the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. Compare directions,
-not values; the definitions are below the tables."""
+not values."""
 
 DEFINITIONS = """\
-- **Difference**: ours - theirs in the statistic's unit (percentage points for pass@k and shares;
-  problems for "solved only"; nats for entropy; training steps per CPU minute for throughput),
-  averaged over the benchmarks the row names, per training seed. **95% CI**: a paired t-interval
-  over the seeds (the arms of a seed share its data order and evaluation streams); "at equal
-  pass@1" rows: a jackknife over seeds that refits theirs' least-squares pass@1 -> pass@K line
-  across seeds; one-seed rows: a bootstrap over problems (never a verdict).
-- **Verdict words** (docs/protocol.md 2.3): *reproduced*, the paper's direction with the interval
-  clear of 0; *contradicted*, clear of 0 the other way; *smaller than reported*, covering 0 but
-  wholly below the paper's effect scaled to this testbed's headroom (the "here" value: effect x
-  (100 - theirs here) / (100 - theirs in the paper)); *inconclusive*, anything else. "About equal"
-  claims: inside one margin, ±{share:.2%} of theirs' value (half the smallest gain either paper
-  reports); "costs at most": one-sided against the paper's stated cost. *Exploratory*: the MDE
-  (the difference a paired t-test over these seeds detects with 80% power at the observed spread)
-  is not below the effect of interest and the interval is not clear of 0, or one seed, or a post-hoc
-  claim at the seeds that framed it.
-- **Statuses, not verdicts**: *{not_run}* (the profile trains no such policy);
-  *{not_comparable}* (the reference solves no problem at any seed: a failed baseline decides
-  nothing); *{null_failed}* (the statistic does not pass its null check, table above).
-- **p and Holm** (docs/protocol.md 2.10): p is the p-value of the test behind the
-  row's word (two-sided against 0; against the margin for "about equal" and "costs at most"),
-  exactly below 0.05 where the interval gives the word. Holm's step-down correction runs within
-  each family: {families}. The Holm word is the rule applied to the interval widened to the level at
-  which the row's test decides as Holm's does. Statuses, one-seed and post-hoc rows take no part.
-- **Post hoc**: a claim framed, or an arm added, after records were seen is tested on the other
-  seeds; where there are none it is *exploratory* at the seeds that framed it until fresh seeds
-  confirm it (its note says when and why it was framed).
-- **Null checks**: each statistic that can give a verdict is applied to GRPO against itself
-  (its own final policies, seed-shifted and resampled GRPO seeds as a fake arm); one whose null
-  gap is not centred on 0 or whose verdict rule fires on more than 7% of null draws gives no
-  verdict (`psnlib.replication.nulls`).
-- **Aggregates**: the interquartile mean of the seeds' per-benchmark scores and the probability
-  that an arm's run beats GRPO's (every pair of runs, per benchmark, averaged; rliable's
-  definition), with 95% percentile bootstrap intervals over seeds
-  (`psnlib.replication.aggregates`)."""
+- **Difference**: ours - theirs in the statistic's unit (points for pass@k and shares, problems
+  for "solved only", nats for entropy, steps per CPU minute for throughput), per training seed.
+  **95% CI**: paired t over the seeds (a seed's arms share data order and evaluation streams);
+  "at equal pass@1": a jackknife over seeds refitting theirs' pass@1 -> pass@K line; one seed: a
+  bootstrap over problems (never a verdict).
+- **Verdicts** (docs/protocol.md 2.3): *reproduced*, the paper's direction, clear of 0;
+  *contradicted*, clear of 0 the other way; *smaller than reported*, covers 0 but wholly below the
+  paper's effect scaled to this headroom ("here": effect x (100 - theirs here) / (100 - theirs
+  in the paper)); *inconclusive*, anything else. "About equal": inside ±{share:.2%} of theirs'
+  value (half the smallest gain either paper reports); "costs at most": one-sided against the
+  stated cost. *Exploratory*: the MDE (80% power at the observed spread) is not below the effect
+  of interest and the interval is not clear of 0; or one seed; or post hoc at its framing seeds.
+- **Statuses**: *{not_run}*; *{not_comparable}* (solves no problem at any seed);
+  *{null_failed}* (table above).
+- **p and Holm** (docs/protocol.md 2.10): the p-value of the test behind the word (below 0.05
+  exactly where the interval gives it); Holm's step-down correction within each family
+  ({families}); the Holm word is the rule on the interval widened to Holm's level. Statuses,
+  one-seed and post-hoc rows take no part.
+- **Post hoc** (2.12): framed, or its arm added, after records were seen: tested on the other
+  seeds, else *exploratory* until fresh seeds confirm it."""
+
+
+def versions_text(compute: pd.DataFrame) -> str:
+    """The records' code versions in words: how many of the plan's tasks have a record (the
+    finished rows of ``jobs.measured_compute``, which reads only records at their kind's current
+    version) and those versions (``codeversion.VERSIONS``)."""
+    done = int(compute["eval_seconds"].notna().sum())
+    kinds = ", ".join(f"{kind} {v}" for kind, v in VERSIONS.items())
+    return (
+        f"{done} of {len(compute)} planned records, all at their kinds' current code versions "
+        f"({kinds}: `codeversion.VERSIONS`)"
+    )
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:
@@ -323,10 +353,19 @@ def results_markdown(
     if nulls is not None:
         parts += [
             "## Null checks: each statistic against GRPO against itself",
+            "Per null: the mean gap [95% CI] and the verdict rule's false-positive rate at 5% (± "
+            "its Monte-Carlo error); a statistic passes where every interval covers 0 and every "
+            "rate is at most 7% (docs/protocol.md 2.9; `15_results_nulls.csv` has the draws).",
             nulls_markdown(nulls),
         ]
     if aggregates is not None:
-        parts += ["## Aggregates of the headline arms", aggregates_markdown(aggregates)]
+        parts += [
+            "## Aggregates of the headline arms",
+            "rliable's: the interquartile mean of the seeds' per-benchmark scores and the "
+            "probability that a run of the arm beats one of GRPO on a benchmark, with 95% "
+            "percentile bootstrap intervals over seeds.",
+            aggregates_markdown(aggregates),
+        ]
     parts += [
         "## The secondary claims",
         "Each row's two values are in `15_results_claims.csv`; its sides are in its claim's words.",
@@ -339,13 +378,12 @@ def results_markdown(
         null_failed=NULL_FAILED,
         families="; ".join(FAMILIES),
     )
-    parts += ["## Definitions", definitions, "## Notes by row", notes_markdown(table)]
+    parts += ["## Definitions", definitions, "## Notes by row", notes_markdown(table, profile)]
     if slopes is not None:
         parts += ["## GRPO's frontier, read two ways", slopes_markdown(slopes)]
     parts += [
         "## The paper vs the released code",
-        CODE_INTRO,
-        code_differences_markdown(table, profile),
+        f"{CODE_INTRO} Each difference and the rows that test it: [{CODE_PAGE}]({CODE_PAGE}).",
     ]
     parts += ["## Run time", timing_text(timing)]
     if compute is not None:
@@ -365,10 +403,14 @@ def write_results(
     aggregates: pd.DataFrame | None = None,
     versions: str = "",
 ) -> Path:
-    """Write ``results_markdown`` to ``path`` atomically, the run time read from
-    ``timing_path`` (``timing_summary``)."""
+    """Write ``results_markdown`` to ``path`` and ``code_page`` beside it (``CODE_PAGE``),
+    atomically, the run time read from ``timing_path`` (``timing_summary``); the records'
+    versions from ``compute`` (``versions_text``) unless ``versions`` says them."""
     timing = timing_summary(timing_path)
+    if not versions and compute is not None:
+        versions = versions_text(compute)
     text = results_markdown(
         table, profile, timing, compute, figure, slopes, nulls, aggregates, versions
     )
+    atomic_write_text(Path(path).with_name(CODE_PAGE), code_page(table, profile))
     return atomic_write_text(path, text)

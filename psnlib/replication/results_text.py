@@ -214,15 +214,12 @@ def code_differences_markdown(
 CODE_INTRO = """\
 The authors' released code (`baibizhe/psn_rlvr`, commit 6a27058) is not the method the paper's
 text describes, and the paper's numbers come from the code ([docs/protocol.md section
-1.2](../../docs/protocol.md) says what each does). Each difference, what this profile's arms do,
-and the rows above that test it, with their (Holm) verdicts."""
+1.2](../../docs/protocol.md) says what each does)."""
 
 
 SLOPES_INTRO = """\
-The rows "at equal pass@1" move ours along theirs' pass@1 -> pass@256 frontier as the spread of
-the final policies across seeds draws it; the rows "on GRPO's training path" read GRPO's frontier
-off its own path (the policies each run kept during training, `psnlib.replication.frontier`). For
-GRPO the two readings of the slope (points of pass@256 per point of pass@1):"""
+GRPO's pass@1 -> pass@256 slope read off its training path (`psnlib.replication.frontier`) and
+across its seeds' final policies (the "at equal pass@1" rows), points per point of pass@1:"""
 
 
 def slopes_markdown(slopes: pd.DataFrame) -> str:
