@@ -286,9 +286,7 @@ DEFINITIONS = """\
 - **p and Holm** (docs/protocol.md 2.10): the p-value of the test behind the word (below 0.05
   exactly where the interval gives it); Holm's step-down correction within each family
   ({families}); the Holm word is the rule on the interval widened to Holm's level. Statuses,
-  one-seed and post-hoc rows take no part.
-- **Post hoc** (2.12): framed, or its arm added, after records were seen: tested on the other
-  seeds, else *exploratory* until fresh seeds confirm it."""
+  one-seed and post-hoc rows (2.12) take no part."""
 
 
 def versions_text(compute: pd.DataFrame) -> str:
