@@ -6,7 +6,7 @@ PROFILE ?= cpu
 # local worker processes, or slurm: the tasks as a Slurm job array (docs/scale_out.md)
 EXECUTOR ?= local
 
-.PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab prove-version
+.PHONY: reproduce test test-floats test-slow lint format bench clean-cache lock lab prove-version pin-run-keys
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ reproduce: $(VENV)/.installed
 ## if every result field is bit-exact (psnlib.replication.proof); without KIND, every moved kind
 prove-version: $(VENV)/.installed
 	$(BIN)/python -m psnlib.replication.proof --profile $(PROFILE) $(if $(KIND),--kind $(KIND))
+
+## make pin-run-keys: after a deliberate change of the plan (an arm, a seed, a setting a key covers),
+## pin every planned run key of the cpu and smoke profiles (tests/test_run_keys.py checks them)
+pin-run-keys: $(VENV)/.installed
+	$(BIN)/python -c "import json; from psnlib.replication.experiments import planned_runs; \
+	  keys = {p: sorted(planned_runs(p)['run']) for p in ('cpu', 'smoke')}; \
+	  print(json.dumps(keys, indent=1))" > tests/data/planned_run_keys.json
 
 ## make lab: JupyterLab on notebooks/, running them with this venv's Python (kernel "Python 3")
 lab: $(VENV)/.installed
