@@ -1,22 +1,22 @@
 """Experiment plans, run sharing (the compute budget), and compare / the experiment functions at
-the smoke profile."""
+the smoke profile: they read the run ledger's records and never train (a missing record is a
+``MissingRecords`` naming it)."""
 
 import pytest
-import torch
 
-from psnlib.replication import budget, experiments, probes, runs
+from psnlib.replication import experiments, jobs, ledger, probes, runs, variants
 from psnlib.replication.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
 from psnlib.replication.profiles import PROFILES, get_profile
+from psnlib.replication.records import MissingRecords
 from psnlib.replication.variants import BASE, Variant, compare
 from psnlib.tasks.countdown import Problem
 
 
-@pytest.fixture(scope="module")
-def smoke_data(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PSNLIB_DATA", str(tmp_path_factory.mktemp("data")))
-        torch.set_num_threads(1)
-        yield
+@pytest.fixture
+def smoke_data(tmp_path, monkeypatch, one_thread):
+    """Empty caches and an empty run ledger."""
+    monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -66,20 +66,27 @@ def test_runs_are_shared_across_experiments():
     assert psn0.count("sigma_sweep") == 1 and "noise_site" in psn0
 
 
-def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
-    variants = [
+def _no_compute(monkeypatch) -> None:
+    """Training or sampling from now on fails the test."""
+    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(runs, "train_policy", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(variants, "load_variant", lambda *a, **k: pytest.fail("loaded a policy"))
+    monkeypatch.setattr("psnlib.evaluate.sample_prompts", lambda *a, **k: pytest.fail("sampled"))
+
+
+def test_compare_reads_the_records_and_trains_nothing(smoke_data, monkeypatch):
+    variants_ = [
         BASE_POLICY,
         GRPO,
         Variant("PSN step", "psn", {"noise_scope": "step"}, tags={"v": 1}),
     ]
-    work = [(v, seed, ("countdown-l1",)) for v in variants for seed in v.seeds((0, 1))]
-    todo = budget.pending(get_profile("smoke"), work)
-    assert len(todo) == 5 and todo[todo.arm != BASE.name]["train"].all()
-    first = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
-    assert budget.pending(get_profile("smoke"), work).empty  # trained and evaluated: nothing left
-    more = budget.pending(get_profile("smoke"), [(GRPO, 0, ("countdown-l1", "countdown-l2"))])
-    assert more[["train", "evaluations"]].values.tolist() == [[False, 1]]
-    curves, problems, logs = first["curves"], first["problems"], first["logs"]
+    smoke, benchmarks = get_profile("smoke"), ("countdown-l1",)
+    for v in variants_:
+        for seed in v.seeds((0, 1)):
+            jobs.run_task(smoke, jobs.Task(v, seed, benchmarks))  # what make reproduce does
+    _no_compute(monkeypatch)
+    tables = compare("smoke", variants_, (0, 1), benchmarks)
+    curves, problems, logs = tables["curves"], tables["problems"], tables["logs"]
     assert list(curves.columns[:3]) == ["policy", "seed", "v"]
     assert set(zip(curves.policy, curves.seed, strict=True)) == {
         ("base", 0),
@@ -89,14 +96,17 @@ def test_compare_trains_once_and_returns_tidy_tables(smoke_data, monkeypatch):
         ("PSN step", 1),
     }
     assert (curves.benchmark == "countdown-l1").all() and curves.k.max() == 16
-    assert len(problems) == 5 * get_profile("smoke").eval_problems
+    assert len(problems) == 5 * smoke.eval_problems
     assert set(logs.policy) == {"GRPO", "PSN step"}
-    assert logs.step.max() == get_profile("smoke").rl_steps
-    # Everything is cached now: nothing trains, nothing samples.
-    monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("retrained"))
-    monkeypatch.setattr("psnlib.evaluate.sample_prompts", lambda *a, **k: pytest.fail("sampled"))
-    again = compare("smoke", variants, (0, 1), ("countdown-l1",), progress=False)
-    assert again["curves"].equals(curves)
+    assert logs.step.max() == smoke.rl_steps
+
+
+def test_compare_names_every_missing_record_and_trains_nothing(smoke_data, monkeypatch):
+    _no_compute(monkeypatch)
+    with pytest.raises(MissingRecords, match=r"\['base seed 0', 'GRPO seed 0', 'GRPO seed 1'\]"):
+        compare("smoke", [BASE_POLICY, GRPO], (0, 1), ("countdown-l1",))
+    with pytest.raises(MissingRecords, match=r"no usable record of \['base seed 0', 'GRPO seed 0"):
+        experiments.rl_narrows_coverage(get_profile("smoke")).run(seeds=(0,), progress=False)
 
 
 def test_experiments_are_documented_functions_returning_their_plan():
@@ -147,24 +157,17 @@ def test_the_arms_table_reads_the_plans_variants():
     assert set(across["base policy"]) == {"qwen2-base", "llama-weak"}
 
 
-def test_experiment_functions_add_their_tables(smoke_data):
-    r = experiments.rl_narrows_coverage(get_profile("smoke")).run(seeds=(0,), progress=False)
-    assert {"curves", "problems", "logs", "summary"} <= set(r)
-    assert "average" in set(r["summary"].benchmark)
-    assert set(r["curves"].policy) == {"base", "GRPO"}
-    frontier = probes.noise_frontier(get_profile("smoke"), sigmas=(0.0, 0.01))
-    assert list(frontier.policy.unique()) == ["sigma=0", "sigma=0.01"]
-    assert set(frontier.benchmark) == set(get_profile("smoke").ablation_benchmarks)
-
-
-def test_side_by_side_shows_correct_answers_first(smoke_data):
-    shown = probes.side_by_side(get_profile("smoke"), [BASE_POLICY], Problem((7, 3, 5, 4), 22))
-    assert len(shown) == get_profile("smoke").example_responses
-    assert shown.correct.tolist() == sorted(shown.correct, reverse=True)
-    assert (shown.correct_in_draw >= shown.correct.sum()).all()
-
-
-def test_testbed_reports_both_policies(smoke_data):
-    r = probes.testbed(get_profile("smoke"))
-    assert r["policies"].policy.tolist() == ["base", "weak"]
-    assert set(r["curves"].policy) == {"base", "weak"}
+def test_probes_name_what_no_record_holds_and_compute_nothing(smoke_data, monkeypatch):
+    _no_compute(monkeypatch)
+    smoke = get_profile("smoke")
+    for read in (
+        lambda: probes.testbed(smoke),
+        lambda: probes.prefix_quality_table(smoke),
+        lambda: probes.base_temperatures(smoke),
+        lambda: probes.calibration(smoke),
+        lambda: probes.side_by_side(smoke, [BASE_POLICY], Problem((7, 3, 5, 4), 22)),
+    ):
+        with pytest.raises(MissingRecords, match=r"no usable record of \['(base|GRPO) seed 0 \("):
+            read()
+    with pytest.raises(MissingRecords, match="at seed 0 only, not 1"):
+        probes.calibration(smoke, 1)

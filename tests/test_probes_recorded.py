@@ -6,9 +6,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from psnlib.replication import jobs, ledger, probes
+from psnlib.replication import jobs, ledger, probes, variants
 from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN
 from psnlib.replication.profiles import get_profile
+from psnlib.replication.records import MissingRecords
 from psnlib.tasks.countdown import Problem
 
 
@@ -23,8 +24,9 @@ def _no_weights(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("a policy was loaded")
 
-    for name in ("base_policy", "weak_policy", "load_variant", "prefix_train_set"):
+    for name in ("base_policy", "weak_policy", "prefix_train_set"):
         monkeypatch.setattr(probes, name, refuse)
+    monkeypatch.setattr(variants, "load_variant", refuse)
 
 
 def test_the_plan_puts_each_probe_on_the_tasks_of_its_policies():
@@ -80,10 +82,10 @@ def test_samples_side_by_side_are_read_from_the_records_without_weights(
     assert not (tmp_path / "data").exists()
 
 
-def test_a_probe_missing_from_the_record_is_computed_not_invented(smoke, monkeypatch):
-    computed = []
-    monkeypatch.setattr(
-        probes, "_prefix_quality", lambda p, seed: computed.append(seed) or pd.DataFrame()
-    )
-    probes.prefix_quality_table(smoke, 1)  # no record (and not the probe's seed): computed
-    assert computed == [1]
+def test_a_probe_missing_from_the_record_is_named_not_computed(smoke, monkeypatch):
+    _no_weights(monkeypatch)
+    monkeypatch.setattr(probes, "_prefix_quality", lambda *a: pytest.fail("computed"))
+    with pytest.raises(MissingRecords, match="prefix_quality probe at seed 0 only, not 1"):
+        probes.prefix_quality_table(smoke, 1)
+    with pytest.raises(MissingRecords, match=r"no usable record of \['base seed 0 \(prefix_q"):
+        probes.prefix_quality_table(smoke)

@@ -6,7 +6,6 @@ their run settings, not written here.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,18 +14,14 @@ from psnlib.replication import arms
 from psnlib.replication.arms import Arm
 from psnlib.replication.experiments import released_replicas
 from psnlib.replication.profiles import Profile
-from psnlib.replication.runs import Run
-from psnlib.trainer import PSNGRPOConfig
+from psnlib.replication.variants import Variant, config_default
 
 
 def _setting(profile: Profile, arm: Arm, name: str) -> Any:
     """The ``PSNGRPOConfig`` setting ``name`` of the profile's runs of ``arm``: its run settings
     (``psnlib.replication.runs.Run.settings``), else the config's default."""
-    settings = Run(profile, arm, 0).settings()
-    if name in settings:
-        return settings[name]
-    (field,) = [f for f in dataclasses.fields(PSNGRPOConfig) if f.name == name]
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default
+    settings = Variant(arm.name, arm).run(profile, 0).settings()
+    return settings[name] if name in settings else config_default(name)
 
 
 def _targets(profile: Profile, arm: Arm) -> str:

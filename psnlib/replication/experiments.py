@@ -2,10 +2,9 @@
 ``Plan`` (which variants, at which seeds, on which benchmarks).
 
 ``plan.arms()`` is the table of the compared policies with the settings each changes with
-respect to plain GRPO; ``plan.run(seeds)`` says what is not cached and roughly how long it will
-take, then trains and evaluates every variant through ``psnlib.replication.variants.compare`` and
-returns tidy tables. Runs and evaluations are cached by their settings, so the GRPO and PSN runs
-that several notebooks compare against are trained and evaluated once; ``planned_runs(profile)``
+respect to plain GRPO; ``plan.run(seeds)`` reads every variant's tables from the run ledger
+(``psnlib.replication.variants.compare``; nothing is trained: ``make reproduce`` computes the
+records). A run shared by several plans is one task and one record; ``planned_runs(profile)``
 lists every RL run the notebooks need: the compute budget. Notebooks call these functions and
 only show what they return.
 """
@@ -20,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from psnlib.replication import arms, budget
+from psnlib.replication import arms, budget, ledger
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
 from psnlib.replication.summaries import summarize, with_average
 from psnlib.replication.variants import Variant, arms_table, compare, model_name
@@ -76,7 +75,7 @@ def check_seeds(seeds: Any) -> tuple[int, ...] | None:
 class Plan:
     """What one experiment trains and evaluates at one profile: ``variants`` at ``seeds`` (the
     base policy at the first only), each evaluated on ``benchmarks``. ``arms()`` shows what the
-    variants change, ``run()`` trains and evaluates them (or loads them from the caches)."""
+    variants change, ``run()`` reads their tables from the run ledger."""
 
     name: str  # the experiment's function name, a key of PLANS
     profile: Profile
@@ -103,37 +102,22 @@ class Plan:
     def run(
         self, seeds: tuple[int, ...] | None = None, progress: bool = True
     ) -> dict[str, pd.DataFrame]:
-        """Train and evaluate every variant at ``seeds`` (default: the plan's; ``check_seeds``),
-        first saying what is not cached and roughly how long it takes
-        (``psnlib.replication.budget``).
+        """Every variant's tables at ``seeds`` (default: the plan's; ``check_seeds``), read from
+        the run ledger (``psnlib.replication.variants.compare``: nothing is trained or evaluated,
+        a missing record is a ``MissingRecords`` naming it); ``progress`` says what it reads.
 
-        Returns ``psnlib.replication.variants.compare``'s tables (curves, problems, logs) plus
-        ``summary``: pass@k per policy x benchmark x k over seeds, with the benchmark average
+        Returns ``compare``'s tables (curves, problems, logs) plus ``summary``: pass@k per
+        policy x benchmark x k over seeds, with the benchmark average
         (``psnlib.replication.summaries.summarize``).
         """
         seeds = check_seeds(seeds) or self.seeds  # before any work
         if progress:
-            print(self.announcement(seeds), flush=True)
-            if note := budget.sft_announcement(self.profile, {"base": self.profile.base}):
-                print(note, flush=True)
-        results = compare(self.profile, self.variants, seeds, self.benchmarks, progress)
+            where = ledger.profile_dir(self.profile.name)
+            print(f"[psnlib] {self.name}: {len(self.work(seeds))} policies from {where}")
+        results = compare(self.profile, self.variants, seeds, self.benchmarks)
         if len(results["curves"]):
             results["summary"] = summarize(with_average(results["curves"]))
         return results
-
-    def announcement(self, seeds: tuple[int, ...] | None = None) -> str:
-        """``psnlib.replication.budget.announcement`` of this plan: what it computes, and for how
-        long at the costs measured in ``figures/<profile>/15_results_compute.csv`` where there is
-        one."""
-        todo, work = self.pending(seeds), self.work(seeds)
-        table = budget.figures_dir(self.profile) / budget.COMPUTE_TABLE
-        measured = budget.measured_costs(table)
-        seconds = None
-        if measured is not None and not todo.empty:
-            planned = planned_work(self.profile)
-            seconds = budget.estimate_seconds(todo, measured, planned, self.profile)
-        source = f"figures/{self.profile.name}/{table.name}"
-        return budget.announcement(self.name, todo, len(work), seconds, source)
 
 
 def benchmarks_of(profile: Profile, kind: str) -> tuple[str, ...]:

@@ -30,6 +30,8 @@ from psnlib.replication.premise import premise, premise_parts, premise_settings
 from psnlib.replication.pretrain import base_policy
 from psnlib.replication.probes import PROBES, probe_seed
 from psnlib.replication.profiles import Profile
+from psnlib.replication.records import MissingRecords as MissingRecords  # jobs.MissingRecords
+from psnlib.replication.records import require
 from psnlib.replication.runs import load_path_policy
 from psnlib.replication.store import weights_fingerprint
 from psnlib.replication.variants import (
@@ -313,21 +315,16 @@ def compute_by_machine(compute: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("tasks", ascending=False).reset_index()
 
 
-class MissingRecords(LookupError):
-    """Records a reader needs are not in the run ledger (the message names their tasks)."""
-
-
 def training_paths(
     profile: Profile,
     benchmarks: tuple[str, ...],
     seeds: Iterable[int] | None = None,
-    compute: bool = False,
 ) -> pd.DataFrame:
     """GRPO's training paths at ``profile``'s main seeds (or those of ``seeds`` among them) as
     ``psnlib.replication.frontier.points`` (seed, step, pass1, passmax) on ``benchmarks``, from
-    the run ledger's records of the base policy and of GRPO's path tasks (``tasks``). A task
-    without a usable record is computed (``run_task``, as ``make reproduce`` would) with
-    ``compute``; otherwise it is an error that names it, before anything is read."""
+    the run ledger's records of the base policy and of GRPO's path tasks (``tasks``); nothing is
+    trained or evaluated: a task without a usable record is a ``MissingRecords`` that names it,
+    before anything is read."""
     plan = tasks(profile)
     wanted = set(profile.seeds if seeds is None else seeds)
     start = next(t for t in plan if t.variant.label == BASE_POLICY.label)
@@ -337,13 +334,7 @@ def training_paths(
             f"profile {profile.name!r} keeps GRPO's path at none of the seeds {sorted(wanted)} "
             f"(path_steps {profile.path_steps}, main seeds {profile.seeds})"
         )
-    records = {t.name(): ledger.usable(t.expected(profile)) for t in (start, *kept)}
-    missing = [name for name, record in records.items() if record is None]
-    if missing and not compute:
-        raise MissingRecords(
-            f"no usable record of {missing} in {ledger.profile_dir(profile.name)}: run `make "
-            f"reproduce PROFILE={profile.name}` (or pass compute=True) for GRPO's training path"
-        )
-    base, *grpo = (records[t.name()] or run_task(profile, t) for t in (start, *kept))
+    needed = {t.name(): t.expected(profile) for t in (start, *kept)}
+    base, *grpo = require(profile.name, needed, "GRPO's training path").values()
     steps = frontier.path_problems(base, grpo, benchmarks)
     return frontier.points(steps, profile, ("seed", "step"))

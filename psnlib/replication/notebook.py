@@ -27,7 +27,8 @@ from psnlib.replication.experiments import Plan, check_seeds
 from psnlib.replication.profiles import PROFILES, Profile, get_profile
 from psnlib.replication.results import check_claim
 from psnlib.replication.results_text import discussion
-from psnlib.trainer.config import MAX_SEED
+
+MAX_SEED = int(np.iinfo(np.uint32).max)  # numpy's seed range, as the trainer's config checks it
 
 PARAMETERS = ("profile", "seeds", "figures_dir", "metrics_path")  # every notebook's parameters
 # Names IPython puts in a notebook's namespace; never parameters.

@@ -6,9 +6,11 @@ quality of the weak prefixes (09, 01b).
 
 Those a notebook shows at the profile's defaults are ``PROBES``: each is computed by one task of
 the plan (``psnlib.replication.jobs``: the base policy's, or GRPO's at the first main seed, whose
-checkpoint then never has to travel) and kept in its ledger record; ``testbed``,
-``prefix_quality_table``, ``base_temperatures`` and ``calibration`` read it from there where a
-usable record holds it, and compute it (loading the policy) otherwise."""
+checkpoint then never has to travel) and kept in its ledger record. ``testbed``,
+``prefix_quality_table``, ``side_by_side``, ``base_temperatures`` and ``calibration`` read it
+from there and compute nothing: what no usable record holds is a
+``psnlib.replication.records.MissingRecords`` that names the task. ``PROBES``' ``compute``
+functions are the compute layer's (``psnlib.replication.jobs.run_task`` calls them)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.io import ROOT
 from psnlib.models import count_parameters
-from psnlib.noise import NoiseConfig, perturbed
 from psnlib.replication import budget, calibrate, ledger
 from psnlib.replication.evaluation import evaluate_benchmarks
 from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN, benchmarks_of, main_benchmark
@@ -30,17 +31,17 @@ from psnlib.replication.prefixes import prefix_train_set
 from psnlib.replication.premise_sampling import pass1_at_temperatures
 from psnlib.replication.pretrain import base_policy, policy_meta, spec_hash, weak_policy
 from psnlib.replication.profiles import PROFILES, Profile
-from psnlib.replication.variants import EVAL_SEED, Variant, expectation, load_variant
+from psnlib.replication.records import MissingRecords, require
+from psnlib.replication.variants import EVAL_SEED, Variant, expectation
 from psnlib.sampling import generate_samples
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify
 from psnlib.tasks.prefix_quality import prefix_quality
 
 
-def prefix_quality_table(profile: Profile, seed: int = 0) -> pd.DataFrame:
-    """``_prefix_quality`` at ``seed``, read from the ledger where the plan's probe holds it."""
-    recorded = _recorded(profile, "prefix_quality") if seed == probe_seed(profile) else None
-    return recorded["quality"] if recorded else _prefix_quality(profile, seed)
+def prefix_quality_table(profile: Profile, seed: int | None = None) -> pd.DataFrame:
+    """``_prefix_quality`` at ``seed`` (default: ``probe_seed``), read from the ledger."""
+    return _read(profile, "prefix_quality", seed=seed)["quality"]
 
 
 def _prefix_quality(profile: Profile, seed: int = 0) -> pd.DataFrame:
@@ -58,27 +59,6 @@ def _prefix_quality(profile: Profile, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def noise_frontier(
-    profile: Profile, sigmas: tuple[float, ...] | None = None, seed: int = 0
-) -> pd.DataFrame:
-    """pass@k of the base policy with its MLP weights perturbed once by noise of each sigma
-    (default: 0 and the profile's sweep) on the ablation benchmarks (notebook 00).
-
-    Returns curves with columns policy, sigma, benchmark, k, pass_at_k, lo, hi.
-    """
-    model, tokenizer, _ = base_policy(profile)
-    curves = []
-    for sigma in (0.0, *profile.sigma_sweep) if sigmas is None else sigmas:
-        key = BASE_POLICY.run_key(profile, seed) + (f"-sigma{sigma:g}" if sigma else "")
-        with perturbed(model, NoiseConfig(sigma=sigma, seed=seed)):
-            tables = evaluate_benchmarks(
-                model, tokenizer, profile, profile.ablation_benchmarks, run_key=key, seed=EVAL_SEED
-            )
-        curve = tables["curves"].drop(columns=["run", "seed", "seconds"])
-        curves.append(curve.assign(policy=f"sigma={sigma:g}", sigma=sigma))
-    return pd.concat(curves, ignore_index=True)
-
-
 EXAMPLE_SAMPLES = 16  # fresh samples per problem that side_by_side shows from
 
 
@@ -87,17 +67,15 @@ def side_by_side(
 ) -> pd.DataFrame:
     """``EXAMPLE_SAMPLES`` fresh samples of each variant (at training seed ``seed``) on one
     problem; keeps ``profile.example_responses`` per variant, correct ones first. Read from the
-    ledger where the plan's ``examples`` probe of the variant holds the problem (an
-    in-distribution problem, at the first main seed).
+    ledger: the plan's ``examples`` probe of each variant holds every in-distribution problem the
+    evaluations draw, at ``probe_seed``; another problem is a ``MissingRecords``.
 
     Returns columns policy, response, correct, correct_in_draw (how many of the draw were)."""
     shown = []
     for v in variants:
-        recorded = _recorded(profile, "examples", v) if seed == probe_seed(profile) else None
-        table = recorded["examples"] if recorded is not None else None
-        if table is None or problem.prompt not in set(table["prompt"]):
-            model, tokenizer, _ = load_variant(profile, v, seed)
-            table = _examples_of(profile, model, tokenizer, [problem])
+        table = _read(profile, "examples", v, seed)["examples"]
+        if problem.prompt not in set(table["prompt"]):
+            raise MissingRecords(f"the examples probe of {v.label} does not hold {problem.prompt}")
         rows = table[table["prompt"] == problem.prompt]
         shown.append(rows.drop(columns="prompt").assign(policy=v.label))
     columns = ["policy", "response", "correct", "correct_in_draw"]
@@ -142,13 +120,14 @@ def _examples(profile: Profile, model: PreTrainedModel, tokenizer) -> dict[str, 
 
 
 def testbed(profile: Profile, benchmarks: tuple[str, ...] = ()) -> dict:
-    """``_testbed`` on ``benchmarks`` (default: the ablation benchmarks), read from the ledger
-    where the plan's probe (every benchmark of ``testbed_benchmarks``) holds it."""
+    """``_testbed`` on ``benchmarks`` (default: the ablation benchmarks), read from the ledger:
+    the plan's probe holds every benchmark of ``testbed_benchmarks``; another is a
+    ``MissingRecords``."""
     benchmarks = benchmarks or profile.ablation_benchmarks
-    recorded = _recorded(profile, "testbed")
-    if recorded is None or not set(benchmarks) <= set(recorded["curves"]["benchmark"]):
-        return _testbed(profile, benchmarks)
+    recorded = _read(profile, "testbed")
     curves = recorded["curves"]
+    if not set(benchmarks) <= set(curves["benchmark"]):
+        raise MissingRecords(f"the testbed probe holds {sorted(set(curves['benchmark']))} only")
     return recorded | {
         "curves": curves[curves["benchmark"].isin(benchmarks)].reset_index(drop=True)
     }
@@ -214,8 +193,9 @@ CALIBRATION_RMS = (0.12, 0.24, 0.36)  # the sigmas it measures, as fractions of 
 
 def base_temperatures(profile: Profile) -> pd.DataFrame:
     """pass@1 of the base policy on the main benchmark at the profile's evaluation temperature
-    and the papers' (``PAPER_TEMPERATURES``): ``premise_sampling.pass1_at_temperatures``."""
-    return _probe(profile, "temperatures")["pass1"]
+    and the papers' (``PAPER_TEMPERATURES``): ``premise_sampling.pass1_at_temperatures``, read
+    from the ledger."""
+    return _read(profile, "temperatures")["pass1"]
 
 
 def _temperatures(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
@@ -230,8 +210,9 @@ def calibration(profile: Profile, seed: int | None = None) -> dict[str, pd.DataF
     """The sigma whose MLP noise induces ``CALIBRATION_KL`` per token on the GRPO run at ``seed``
     (default: the first main seed), measured at ``CALIBRATION_RMS`` x its MLP weight RMS on up to
     64 problems of the main benchmark (``calibrate.calibrate_sigma``): ``points`` (per sigma) and
-    ``fit`` (one row: weight_rms, c, b, sigma, sigma_over_rms of ``KL = c sigma^b``)."""
-    return _probe(profile, "calibration", seed)
+    ``fit`` (one row: weight_rms, c, b, sigma, sigma_over_rms of ``KL = c sigma^b``), read from
+    the ledger."""
+    return _read(profile, "calibration", seed=seed)
 
 
 def _calibration(profile: Profile, model: PreTrainedModel, tokenizer) -> dict:
@@ -274,23 +255,17 @@ def probe_seed(profile: Profile) -> int:
     return profile.seeds[0]
 
 
-def _recorded(
-    profile: Profile, name: str, variant: Variant | None = None
-) -> dict[str, pd.DataFrame] | None:
+def _read(
+    profile: Profile, name: str, variant: Variant | None = None, seed: int | None = None
+) -> dict[str, pd.DataFrame]:
     """Probe ``name``'s tables from the ledger record of ``variant``'s task (default: the
-    probe's first), or None where none is usable."""
+    probe's first) at ``seed`` (default: ``probe_seed``, the only seed the plan computes probes
+    at); ``MissingRecords`` naming the task where no usable record holds them."""
     variant = variant or PROBES[name].variants[0]
-    expected = expectation(profile, variant, probe_seed(profile), (), probes=(name,))
-    record = ledger.usable(expected)
-    return ledger.probe_tables(record, name) if record is not None else None
-
-
-def _probe(profile: Profile, name: str, seed: int | None = None) -> dict[str, pd.DataFrame]:
-    """Probe ``name``'s tables for its first policy at ``seed`` (default: the first main seed):
-    read from its task's ledger record where one holds them, else computed on the policy."""
-    probe, seed = PROBES[name], probe_seed(profile) if seed is None else seed
-    recorded = _recorded(profile, name) if seed == probe_seed(profile) else None
-    if recorded is not None:
-        return recorded
-    model, tokenizer, _ = load_variant(profile, probe.variants[0], seed)
-    return probe.compute(profile, model, tokenizer)
+    at = probe_seed(profile)
+    if seed is not None and seed != at:
+        raise MissingRecords(f"the plan computes the {name} probe at seed {at} only, not {seed}")
+    expected = expectation(profile, variant, at, (), probes=(name,))
+    task = f"{variant.label} seed {at} ({name} probe)"
+    record = require(profile.name, {task: expected}, f"the {name} probe")[task]
+    return ledger.probe_tables(record, name)

@@ -1,10 +1,11 @@
-"""The policies an experiment compares, trained and evaluated through the caches.
+"""The policies an experiment compares, and their tables read from the run ledger.
 
 A ``Variant`` is either the untrained base policy or an RL arm (``psnlib.replication.arms``)
-with settings on top; ``compare`` trains (or loads) each one at each seed and evaluates it (or loads
-the stored evaluation), returning tidy tables. Every evaluation uses the same problems and
-sampling seed (``EVAL_SEED``), so policies are compared on identical problems, and a run shared
-by two notebooks is trained and evaluated once.
+with settings on top; ``compare`` reads each one's training log and evaluations at each seed from
+its ledger record (``expectation``) and returns tidy tables. Every evaluation uses the same
+problems and sampling seed (``EVAL_SEED``), so policies are compared on identical problems.
+``load_variant`` (train or load a variant's policy) belongs to the compute layer: only
+``psnlib.replication.jobs.run_task`` and the probes and premise computed in a task call it.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from psnlib.replication import ledger
 from psnlib.replication.arms import BASE, GRPO, Arm, arm
-from psnlib.replication.evaluation import eval_settings, evaluate_benchmarks, labelled
+from psnlib.replication.evaluation import eval_settings, labelled
 from psnlib.replication.pretrain import base_policy, policy_name, spec_hash, starting_fingerprint
 from psnlib.replication.profiles import PolicySpec, Profile, get_profile
+from psnlib.replication.records import require
 from psnlib.replication.runs import Run, train_policy
 from psnlib.trainer import PSNGRPOConfig
 
@@ -88,8 +89,8 @@ class Variant:
         grpo = Variant("GRPO", policy=self.policy).run(profile, 0).settings()
         mine = self.run(profile, 0).settings()
         names = list(dict.fromkeys([*mine, *grpo]))
-        value = {k: mine.get(k, _config_default(k)) for k in names}
-        return {k: v for k, v in value.items() if grpo.get(k, _config_default(k)) != v}
+        value = {k: mine.get(k, config_default(k)) for k in names}
+        return {k: v for k, v in value.items() if grpo.get(k, config_default(k)) != v}
 
 
 def model_name(spec: PolicySpec) -> str:
@@ -97,7 +98,7 @@ def model_name(spec: PolicySpec) -> str:
     return spec.name_or_path or f"{spec.family}-{spec.size}"
 
 
-def _config_default(name: str) -> Any:
+def config_default(name: str) -> Any:
     """``PSNGRPOConfig``'s default of a field (MISSING for a name that is not a field)."""
     for f in fields(PSNGRPOConfig):
         if f.name == name:
@@ -193,11 +194,11 @@ def compare(
     variants: list[Variant],
     seeds: tuple[int, ...],
     benchmarks: tuple[str, ...] = (),
-    progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
-    """Train (or load) every variant at every seed and evaluate it on ``benchmarks``; where the
-    run ledger holds a usable record of a variant and seed (``expectation``), its tables are read
-    from the record and no weights are loaded.
+    """Every variant at every seed, evaluated on ``benchmarks``, read from the run ledger's
+    records (``expectation``); nothing is trained or evaluated: a variant and seed without a
+    usable record is a ``psnlib.replication.records.MissingRecords`` that names every missing
+    one, before anything is read (``make reproduce`` computes them).
 
     Returns tidy tables, each with columns policy, seed and the variants' tags (None where a
     variant lacks one) first:
@@ -213,36 +214,23 @@ def compare(
     if not seeds:
         raise ValueError("compare needs at least one seed")
     tags = list(dict.fromkeys(t for v in variants for t in v.tags))  # every table has them all
+    work = {
+        f"{variant.label} seed {seed}": (variant, seed)
+        for variant in variants
+        for seed in variant.seeds(seeds)
+    }
+    needed = {name: expectation(profile, v, seed, benchmarks) for name, (v, seed) in work.items()}
+    records = require(profile.name, needed, f"{', '.join(labels)} on {list(benchmarks)}")
     out: dict[str, list[pd.DataFrame]] = {"curves": [], "problems": [], "logs": []}
-    work = [(variant, seed) for variant in variants for seed in variant.seeds(seeds)]
-    bar = tqdm(work, desc="policies", unit="policy", disable=not progress)
-    records = []
-    for variant, seed in bar:
-        bar.set_postfix_str(f"{variant.label}, seed {seed}")
-        key = variant.run_key(profile, seed)
-        record = ledger.usable(expectation(profile, variant, seed, benchmarks))
-        if record is not None:  # the run ledger's: no weights loaded
-            records.append(record)
-            log = ledger.log_table(record)
-            parts = ledger.benchmark_tables(record, benchmarks)
-            tables = labelled(parts, key, EVAL_SEED) if benchmarks else {}
-        else:
-            model, tokenizer, log = load_variant(profile, variant, seed)
-            if benchmarks:
-                tables = evaluate_benchmarks(
-                    model,
-                    tokenizer,
-                    variant.profile(profile),
-                    benchmarks,
-                    run_key=key,
-                    seed=EVAL_SEED,
-                    progress=progress,
-                )
-        out["logs"].append(_label(log, variant, seed, tags))
+    for name, (variant, seed) in work.items():
+        record = records[name]
+        out["logs"].append(_label(ledger.log_table(record), variant, seed, tags))
         if benchmarks:
-            for name in ("curves", "problems"):
-                out[name].append(_label(tables[name].drop(columns="run"), variant, seed, tags))
-    ledger.one_start(records)
+            parts = ledger.benchmark_tables(record, benchmarks)
+            tables = labelled(parts, variant.run_key(profile, seed), EVAL_SEED)
+            for kind in ("curves", "problems"):
+                out[kind].append(_label(tables[kind].drop(columns="run"), variant, seed, tags))
+    ledger.one_start(list(records.values()))
     return {
         name: pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
         for name, tables in out.items()
