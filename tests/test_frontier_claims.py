@@ -126,7 +126,7 @@ def test_every_arm_against_grpo_at_the_main_seeds_has_its_path_row_beside_its_pl
         assert names.index(claim.name) > names.index(plain)
 
 
-def test_training_paths_read_the_ledger_and_name_what_is_missing_before_computing(
+def test_training_paths_read_the_ledger_and_name_what_is_missing_computing_nothing(
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
@@ -152,9 +152,10 @@ def test_training_paths_read_the_ledger_and_name_what_is_missing_before_computin
     monkeypatch.setattr(jobs, "run_task", run_task)
     with pytest.raises(jobs.MissingRecords, match=r"GRPO seed 1 \(1 benchmarks, path at steps 2\)"):
         jobs.training_paths(SMOKE, ("b",), [1])
-    assert computed == []  # nothing computed without compute=True
-    path = jobs.training_paths(SMOKE, ("b",), [1], compute=True)
-    assert computed == ["base", 1]  # only the seed asked for
+    assert computed == []  # a reader: nothing is computed (issue 49: records one way)
+    # what it reads, the records' path as points: the base policy's and GRPO seed 1's records
+    base, grpo = run_task(SMOKE, plan[0]), run_task(SMOKE, plan[2])
+    path = frontier.points(frontier.path_problems(base, [grpo], ("b",)), SMOKE, ("seed", "step"))
     # step 0 the base (0, 0), step 2 8 of 16 (50, 100), step 4 16 of 16 (100, 100)
     assert path.to_dict("list") == {
         "seed": [1, 1, 1],

@@ -1,15 +1,9 @@
-"""What an experiment still has to compute, and roughly how long that takes.
-
-Before ``psnlib.replication.experiments.Plan.run`` trains anything, ``pending`` lists its (policy,
-seed) runs that are not in the cache and the benchmark evaluations that are not stored, and
-``estimate_seconds`` prices them with the measured cost of the committed reproduction:
-``figures/<profile>/15_results_compute.csv``, which notebook 15 writes from each run's own
-records (the sum of its training steps' times, its evaluations' times). A run of that table
-costs what it cost then; another run costs the median of its arm's runs, an evaluation the mean
-cost of one run on one benchmark. Those were wall times on one thread of a shared 2-core machine,
-so the estimate is rough, and it is only made where such a table exists (``cpu``).
-``sft_announcement`` does the same for policies still to build by SFT, with the build times of
-notebook 01 (``figures/<profile>/01_testbed.json``).
+"""What an experiment still has to compute: ``pending`` lists its (policy, seed) runs that are not
+in the cache and the benchmark evaluations that are not stored (``Plan.pending``; the plans
+themselves only read records, ``psnlib.replication.experiments.Plan.run``, and the compute layer,
+``psnlib.replication.reproduce``, computes what is missing). ``sft_announcement`` names the
+policies still to build by SFT, with the build times notebook 01 measured
+(``figures/<profile>/01_testbed.json``).
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from psnlib.replication.pretrain import policy_dir
 from psnlib.replication.profiles import PolicySpec, Profile
 from psnlib.replication.variants import BASE, Variant, expectation
 
-COMPUTE_TABLE = "15_results_compute.csv"  # notebook 15's table of measured costs
 TESTBED_METRICS = "01_testbed.json"  # notebook 01's metrics: the policies' SFT seconds
 Work = list[tuple[Variant, int, tuple[str, ...]]]  # (variant, seed, benchmarks)
 
@@ -81,54 +74,3 @@ def pending(profile: Profile, work: Work) -> pd.DataFrame:
             rows.append(row | {"train": not trained, "evaluations": len(missing)})
     columns = ["policy", "seed", "run", "arm", "train", "evaluations"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def measured_costs(path: str | Path) -> pd.DataFrame | None:
-    """The table of measured costs at ``path`` (columns run, train_seconds, eval_seconds), or
-    None if there is none."""
-    path = Path(path)
-    return pd.read_csv(path) if path.exists() else None
-
-
-def estimate_seconds(
-    todo: pd.DataFrame, measured: pd.DataFrame, planned: Work, profile: Profile
-) -> float:
-    """Seconds ``todo`` (``pending``'s table) should take, priced with ``measured`` (a
-    ``15_results_compute.csv``) whose runs are the ``planned`` work of ``profile`` (to know each
-    one's arm and how many benchmarks its ``eval_seconds`` covers)."""
-    info = {v.run_key(profile, seed): (v.arm.name, len(b)) for v, seed, b in planned}
-    done = measured.dropna(subset=["train_seconds", "eval_seconds"])
-    done = done[done["run"].isin(info)]
-    arms = done["run"].map(lambda key: info[key][0])
-    benchmarks = done["run"].map(lambda key: info[key][1])
-    per_evaluation = done["eval_seconds"].sum() / max(benchmarks.sum(), 1)
-    rl = done[arms != BASE.name]
-    train = dict(zip(done["run"], done["train_seconds"], strict=True))
-    median = rl.groupby(arms[arms != BASE.name])["train_seconds"].median().to_dict()
-    overall = float(rl["train_seconds"].median()) if len(rl) else 0.0
-    seconds = 0.0
-    for row in todo.itertuples():
-        if row.train and row.arm != BASE.name:  # an SFT: sft_announcement
-            seconds += train.get(row.run, median.get(row.arm, overall))
-        seconds += row.evaluations * per_evaluation
-    return float(seconds)
-
-
-def announcement(
-    name: str, todo: pd.DataFrame, policies: int, seconds: float | None, source: str = ""
-) -> str:
-    """One line saying what experiment ``name`` computes before it shows anything: how many of
-    its ``policies`` (variant x seed) are RL runs to train, how many evaluations run, and the
-    estimate ``seconds`` (None: no measured costs), measured in ``source``."""
-    if todo.empty:
-        return f"[psnlib] {name}: all {policies} policies and their evaluations are cached"
-    trains = int((todo["train"] & (todo["arm"] != BASE.name)).sum())
-    text = (
-        f"[psnlib] {name}: {trains} of {policies} policies to train by RL, "
-        f"{int(todo['evaluations'].sum())} evaluations to compute"
-    )
-    if (todo["train"] & (todo["arm"] == BASE.name)).any():
-        text += ", a base policy to build by SFT first"
-    if seconds is None:
-        return text + " (no measured times for this profile to estimate from)"
-    return text + f"; about {seconds / 60:.0f} min at the per-run times measured in {source}"
