@@ -495,14 +495,34 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def shareable(directory: str | os.PathLike) -> None:
+    """Give every file under ``directory`` the mode ``open`` would have given it: 0666 less the
+    umask (0644 under the usual 0022), execute bits kept where the umask allows them. The umask
+    is read off ``directory`` itself, made as ``mkdir`` makes one (0777 less the umask), so no
+    thread's umask is touched. safetensors writes its files 0600, which a shared cache or a
+    copied policy would pass on: others' loads then end in ``PermissionError``."""
+    allowed = Path(directory).stat().st_mode & 0o777
+    for root, _, files in os.walk(directory):
+        for name in files:
+            file = os.path.join(root, name)
+            if os.path.islink(file):
+                continue
+            mode = os.stat(file).st_mode & 0o777
+            wanted = (allowed & 0o666) | (mode & allowed & 0o111)
+            if mode != wanted:
+                os.chmod(file, wanted)
+
+
 def replace_directory(new: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """Rename the directory ``new`` to ``path``: the directory there (if any) is first renamed
-    aside, and removed once ``new`` is in place (put back if that rename fails), so that a kill at
-    any moment leaves ``path`` whole, old or new. ``WriteFailed`` naming ``path`` if it is a
-    symbolic link or a file, or if a rename fails."""
+    """Rename the directory ``new`` to ``path``, its files made readable as any file psnlib
+    writes (``shareable``): the directory there (if any) is first renamed aside, and removed once
+    ``new`` is in place (put back if that rename fails), so that a kill at any moment leaves
+    ``path`` whole, old or new. ``WriteFailed`` naming ``path`` if it is a symbolic link or a
+    file, or if a rename fails."""
     new, path = Path(new), Path(path)
     _check_destination(path, directory=True)
     try:
+        shareable(new)
         if not os.path.lexists(path):
             os.rename(new, path)
             return path

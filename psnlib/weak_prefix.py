@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import warnings
@@ -45,6 +46,18 @@ CACHE_VERSION = 2
 TRUNCATIONS = ("entropy", "random")
 _SAVE_INFO = ("_name_or_path", "architectures", "dtype", "torch_dtype", "transformers_version")
 COLUMNS = ("weak_solution", "weak_prefix", "prefix_steps", "step_entropy")  # added by build
+# What a value of each column must be, in a cache entry as when computed.
+VALID: dict[str, Callable[[object], bool]] = {
+    "weak_solution": lambda v: isinstance(v, str),
+    "weak_prefix": lambda v: isinstance(v, str),
+    "prefix_steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "step_entropy": lambda v: (
+        isinstance(v, list)
+        and all(
+            isinstance(h, int | float) and not isinstance(h, bool) and math.isfinite(h) for h in v
+        )
+    ),
+}
 
 
 # ----------------------------------------------------------------------------- steps
@@ -236,13 +249,17 @@ def _cached_columns(path: Path, rows: int) -> dict[str, list] | None:
     stored = read_json(path, "weak-prefix cache entry")
     columns = stored.get("columns") if isinstance(stored, dict) else None
     if isinstance(columns, dict) and all(
-        isinstance(columns.get(name), list) and len(columns[name]) == rows for name in COLUMNS
+        isinstance(columns.get(name), list)
+        and len(columns[name]) == rows
+        and all(map(VALID[name], columns[name]))
+        for name in COLUMNS
     ):
         return columns
     if stored is not None:  # valid JSON, but not this entry's columns
         warnings.warn(
             f"ignoring the damaged weak-prefix cache entry {path}: expected a list of {rows} "
-            f"values for each of {list(COLUMNS)}; recomputing it",
+            f"values for each of {list(COLUMNS)} (texts, step counts >= 0, lists of finite "
+            "entropies; no nulls); recomputing it",
             stacklevel=3,
         )
     return None

@@ -153,3 +153,22 @@ def test_exclusive_with_wait_waits_for_the_owner_to_finish(tmp_path):
     finally:
         holder.wait(timeout=60)
     assert holder.returncode == 0
+
+
+def test_a_saved_policy_is_readable_by_others_as_the_umask_allows(tmp_path):
+    """safetensors writes model.safetensors 0600; a saved policy (a shared cache's, a committed
+    one) gives it the mode of every other file psnlib writes: 0644 under umask 0022 (issue 50,
+    item 9), and 0640 under 0027."""
+    from psnlib.models import build_tokenizer, save_policy, tiny_policy
+
+    tokenizer = build_tokenizer()
+    model = tiny_policy(tokenizer=tokenizer)
+    for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
+        old = os.umask(umask)
+        try:
+            path = save_policy(model, tokenizer, tmp_path / f"policy-{umask:o}")
+        finally:
+            os.umask(old)
+        modes = {f.name: f.stat().st_mode & 0o777 for f in path.iterdir()}
+        assert modes["model.safetensors"] == mode, modes
+        assert set(modes.values()) == {mode}, modes

@@ -193,3 +193,25 @@ def test_a_policy_with_a_non_finite_weight_is_not_cached(tmp_path, monkeypatch, 
     with pytest.raises(ValueError, match=f"refusing to save the policy .*{policy_dir(SMOKE).name}"):
         build_policy(SMOKE, root=tmp_path)
     assert list(tmp_path.iterdir()) == []  # neither the policy nor its lock
+
+
+@pytest.mark.parametrize("damage", ["a file", "a symbolic link"])
+def test_a_file_in_place_of_a_committed_policy_is_damage_never_retrained(
+    tmp_path, monkeypatch, damage
+):
+    """issue 50, item 8: a file (or a link) where a committed policy's directory is must not be
+    taken for "not committed" (which would start the ~37-minute SFT, whose weights need not
+    match the records'): it is one line naming it and the git checkout that restores it."""
+    monkeypatch.setattr(pretrain, "committed_root", lambda: tmp_path / "policies")
+    spec = get_profile("cpu").base
+    path = tmp_path / "policies" / pretrain.policy_name(spec)
+    path.parent.mkdir()
+    if damage == "a file":
+        path.write_text("not a policy")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        path.symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(pretrain, "_sft_policy", lambda *a: pytest.fail("retrained"))
+    for call in (pretrain.committed_policy, pretrain.policy_dir, pretrain.base_policy):
+        with pytest.raises(ValueError, match=rf"{path} is .*restore it with `git -C .* checkout"):
+            call(spec if call is not pretrain.base_policy else get_profile("cpu"))

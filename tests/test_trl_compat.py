@@ -6,7 +6,13 @@ import trl
 from trl import GRPOTrainer
 
 from psnlib.trainer import PSNGRPOTrainer
-from psnlib.trainer.compat import WRITTEN_FOR, TRLVersionError, check_overrides, overridden
+from psnlib.trainer.compat import (
+    REPLACED,
+    WRITTEN_FOR,
+    TRLVersionError,
+    check_overrides,
+    overridden,
+)
 
 
 def test_every_override_is_recorded_and_matches_the_installed_trl():
@@ -37,4 +43,19 @@ def test_a_removed_method_and_an_unrecorded_override_raise(monkeypatch):
     monkeypatch.undo()
     monkeypatch.delitem(WRITTEN_FOR, "training_step")  # an override written without a record
     with pytest.raises(TRLVersionError, match=r"overrides GRPOTrainer\.training_step, which"):
+        check_overrides(PSNGRPOTrainer, GRPOTrainer)
+
+
+def test_the_vllm_weight_stream_psn_replaces_is_checked(monkeypatch):
+    """The noise on vLLM shadows TRL's private VLLMGeneration._iter_named_params (issue 50, item
+    10): a TRL where it is gone or takes other parameters fails the check, naming it."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    assert ("trl.generation.vllm_generation", "VLLMGeneration", "_iter_named_params") in REPLACED
+    check_overrides(PSNGRPOTrainer, GRPOTrainer)
+    monkeypatch.setattr(VLLMGeneration, "_iter_named_params", lambda self, model: iter(()))
+    with pytest.raises(TRLVersionError, match=r"VLLMGeneration\._iter_named_params.*takes"):
+        check_overrides(PSNGRPOTrainer, GRPOTrainer)
+    monkeypatch.delattr(VLLMGeneration, "_iter_named_params")
+    with pytest.raises(TRLVersionError, match=r"VLLMGeneration\._iter_named_params.*is gone"):
         check_overrides(PSNGRPOTrainer, GRPOTrainer)

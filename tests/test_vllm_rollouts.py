@@ -257,6 +257,26 @@ def test_vllm_settings_that_cannot_work_fail_at_config_time(tmp_path):
         c.use_vllm_tis()
 
 
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"top_p": 0.9},
+        {"top_k": 50},
+        {"min_p": 0.05},
+        {"generation_kwargs": {"top_p": 0.95}},
+    ],
+    ids=["top_p", "top_k", "min_p", "generation_kwargs"],
+)
+def test_tis_on_vllm_refuses_a_truncated_sampler(tmp_path, setting):
+    """TRL 1.16's vLLM importance-sampling weight is biased unless top_p=1, top_k in (0, -1) and
+    min_p=0 (issue 50, item 10): with PSN's TIS on, another setting is one line naming it."""
+    name = next(iter(setting.get("generation_kwargs", setting)))
+    with pytest.raises(ValueError, match=rf"use_tis with use_vllm: .*'{name}'.*set top_p=1"):
+        config(tmp_path, **setting)
+    config(tmp_path, use_tis=False, **setting)  # without the TIS nothing is weighted
+    config(tmp_path, top_k=-1, min_p=0.0)  # vLLM's spellings of "no truncation"
+
+
 # ----------------------------------------------------------------------------- trainer
 
 

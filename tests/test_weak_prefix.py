@@ -2,6 +2,7 @@
 building and caching prefixes, prefix-branch choice, prefix quality, and the reward with prefix."""
 
 import itertools
+import json
 import math
 import random
 from dataclasses import replace
@@ -302,6 +303,13 @@ def test_build_prefixes_is_deterministic_and_cached(policies, problems, tmp_path
     assert again.to_dict() == built.to_dict()  # a built dataset's columns are replaced
 
 
+def _nulls(text: str, column: str) -> str:
+    """A cache entry whose ``column`` holds a null in every row (issue 50, item 9)."""
+    entry = json.loads(text)
+    entry["columns"][column] = [None] * len(entry["columns"][column])
+    return json.dumps(entry)
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -309,6 +317,9 @@ def test_build_prefixes_is_deterministic_and_cached(policies, problems, tmp_path
         pytest.param(lambda text: "{}", id="empty-object"),
         pytest.param(lambda text: '{"columns": {"weak_prefix": []}}', id="short-columns"),
         pytest.param(lambda text: "[1, 2]", id="a-list"),
+        pytest.param(lambda text: _nulls(text, "weak_prefix"), id="prefixes-of-nulls"),
+        pytest.param(lambda text: _nulls(text, "prefix_steps"), id="steps-of-nulls"),
+        pytest.param(lambda text: _nulls(text, "step_entropy"), id="entropies-of-nulls"),
     ],
 )
 def test_a_damaged_prefix_cache_entry_is_recomputed_with_a_warning(

@@ -225,15 +225,16 @@ def _path(profile: Profile, task: Task, key: str) -> dict[str, Any]:
 def status(profile: Profile, plan: list[Task] | None = None) -> pd.DataFrame:
     """One row per task of ``plan`` (default: ``tasks(profile)``), in its order: policy, arm,
     seed, run (its key), ``state`` (``done``, ``missing``, or ``stale``/``damaged``/``unusable``,
-    with the reasons in ``why``) and the CPU seconds a done record took (``cpu_seconds``)."""
+    with the reasons in ``why``: a damaged record is named there, not in a warning) and the CPU
+    seconds a done record took (``cpu_seconds``)."""
     rows = []
     for task in plan if plan is not None else tasks(profile):
         expected = task.expected(profile)
         path = ledger.record_path(expected.profile, expected.key)
-        record = ledger.load(path) if path.exists() else None
-        wrong = ledger.problems(record, expected) if record is not None else []
+        record, damage = ledger.examine(path)
+        wrong = ledger.problems(record, expected) if record is not None else [damage]
         if record is None:
-            state = "damaged" if path.exists() else "missing"
+            state = "damaged" if damage else "missing"
         elif not wrong:
             state = "done"
         else:

@@ -24,8 +24,10 @@ never edited; it holds everything the notebooks and claims read from that task:
 - the machine and the cost: CPU model, torch threads, package versions, CPU seconds of training,
   evaluation, premise, probes and path.
 
-``load`` reads a record and checks its shape: a damaged one (truncated, not JSON, the wrong
-schema, a key other than its file's name, a table that is not one) is named in one warning and
+``load`` reads a record and checks it against its schema (``psnlib.replication.record_schema``:
+its size and depth, the type of every field the code reads, the values it computes with): a
+damaged one (truncated, not JSON, the wrong schema, a key other than its file's name, a table
+that is not one, a count, pass@k or CPU second that is not one) is named in one warning and
 treated as missing, so it is recomputed, never used. ``problems`` says why a whole record cannot
 be used *here*: another profile, evaluation settings or starting point, a benchmark, premise,
 probe or path step it lacks, or a kind's version that is not the current one (*stale*). Records
@@ -38,7 +40,6 @@ The ledger's folder is ``$PSNLIB_RESULTS/<profile>/`` where that is set (``make 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import warnings
@@ -50,43 +51,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from psnlib.io import ROOT, atomic_write_text, read_json
-from psnlib.replication import codeversion
-from psnlib.replication.evaluation import PART_TABLES
+from psnlib.io import ROOT, atomic_write_text
+from psnlib.replication import codeversion, record_schema
+from psnlib.replication.record_schema import PREMISE_PARTS, TABLE_COLUMNS, shape_problems
+from psnlib.replication.record_schema import SCHEMA as SCHEMA  # what jobs.run_task stamps
 
-SCHEMA = 1
 RESULTS_ENV = "PSNLIB_RESULTS"
-KINDS = ("base", "run")
 PACKAGES = ("torch", "transformers", "trl", "datasets", "accelerate", "numpy")
-# What every record holds, and the type of each value.
-FIELDS: dict[str, type | tuple[type, ...]] = {
-    "schema": int,
-    "key": str,
-    "profile": str,
-    "kind": str,
-    "arm": str,
-    "seed": int,
-    "settings": dict,
-    "evaluation": dict,
-    "start": dict,
-    "weights": str,
-    "code": dict,
-    "log": dict,
-    "benchmarks": dict,
-    "machine": dict,
-    "cpu_seconds": dict,
-}
-# The columns a benchmark's tables must have for the analysis to read them: as in the store.
-TABLE_COLUMNS = PART_TABLES
-# premise.PARTS: its stored steps, in order, per noise site (the MLP's, then every parameter's)
-PREMISE_PARTS = (
-    "noise",
-    "match",
-    "temperature",
-    "every_parameter_noise",
-    "every_parameter_match",
-    "every_parameter_temperature",
-)
 
 
 def results_root() -> Path:
@@ -131,121 +102,26 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "threads": torch.get_num_threads(), "packages": package_versions()}
 
 
-def _is_table(value: Any) -> bool:
-    if not isinstance(value, dict) or set(value) != {"columns", "data"}:
-        return False
-    columns, data = value["columns"], value["data"]
-    width = len(columns) if isinstance(columns, list) else -1
-    return isinstance(data, list) and all(isinstance(r, list) and len(r) == width for r in data)
-
-
-def shape_problems(record: Any, key: str) -> list[str]:
-    """What is wrong with the shape of ``record``, the content of file ``<key>.json``."""
-    if not isinstance(record, dict):
-        return [f"holds a JSON {type(record).__name__}, not a record"]
-    wrong = [
-        f"{name} is missing or not a {getattr(kind, '__name__', kind)}"
-        for name, kind in FIELDS.items()
-        if not isinstance(record.get(name), kind) or isinstance(record.get(name), bool)
-    ]
-    if wrong:
-        return wrong
-    if record["schema"] != SCHEMA:
-        return [f"schema {record['schema']} is not this code's {SCHEMA}"]
-    if record["key"] != key:
-        return [f"its key {record['key']!r} is not its file's name {key!r}"]
-    if record["kind"] not in KINDS:
-        return [f"kind {record['kind']!r} is not one of {KINDS}"]
-    if not _is_table(record["log"]):
-        wrong.append("log is not a table")
-    wrong += _benchmark_problems(record["benchmarks"], "benchmark")
-    if "path" in record:
-        wrong += _path_problems(record["path"])
-    probes = record.get("probes", {})
-    if not isinstance(probes, dict) or not all(
-        isinstance(tables, dict) and tables and all(_is_table(t) for t in tables.values())
-        for tables in probes.values()
-    ):
-        wrong.append("probes is not a set of named tables")
-    premise = record.get("premise")
-    if premise is not None:
-        parts = premise.get("parts") if isinstance(premise, dict) else None
-        if not isinstance(parts, dict) or set(parts) != set(PREMISE_PARTS):
-            wrong.append(f"premise does not hold the parts {PREMISE_PARTS}")
-        else:
-            wrong += [
-                f"premise part {part}: {name} is not a table"
-                for part, tables in parts.items()
-                for name, table in (tables.items() if isinstance(tables, dict) else [("?", 0)])
-                if not _is_table(table)
-            ]
-            wrong += _premise_values(parts)
-    return wrong
-
-
-def _benchmark_problems(benchmarks: Any, where: str) -> list[str]:
-    """What is wrong with a set of benchmarks' tables (``TABLE_COLUMNS``); ``where`` names them."""
-    if not isinstance(benchmarks, dict):
-        return [f"{where}s are not a set of benchmarks"]
-    wrong = []
-    for benchmark, tables in benchmarks.items():
-        for name, columns in TABLE_COLUMNS.items():
-            table = tables.get(name) if isinstance(tables, dict) else None
-            if not _is_table(table) or not set(columns) <= set(table["columns"]):
-                wrong.append(f"{where} {benchmark}: {name} is not a table with {columns}")
-            elif not table["data"]:
-                wrong.append(f"{where} {benchmark}: {name} has no rows")
-    return wrong
-
-
-def _path_problems(path: Any) -> list[str]:
-    """What is wrong with a record's ``path``: its ``steps`` distinct integers, and per step (its
-    decimal string) a weights fingerprint and benchmarks' tables."""
-    steps = path.get("steps") if isinstance(path, dict) else None
-    if not isinstance(steps, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in steps
-    ):
-        return ["path does not hold a list of integer steps"]
-    wrong = [f"path: steps {steps} are not distinct"] if len(set(steps)) != len(steps) else []
-    for part, kind in (("weights", str), ("benchmarks", dict)):
-        held = path.get(part)
-        if not isinstance(held, dict) or set(held) != {str(s) for s in steps}:
-            wrong.append(f"path: {part} is not one entry per step {steps}")
-        elif not all(isinstance(v, kind) for v in held.values()):
-            wrong.append(f"path: {part} are not {kind.__name__}s")
-        elif part == "benchmarks":
-            for step, benchmarks in held.items():
-                wrong += _benchmark_problems(benchmarks, f"path step {step} benchmark")
-    return wrong
-
-
-def _premise_values(parts: dict[str, dict]) -> list[str]:
-    """What is wrong with the values the premise's parts must hold: a finite temperature in the
-    match and the temperature part of each noise site alike."""
-    wrong = []
-    for part in (p for p in PREMISE_PARTS if p.endswith(("match", "temperature"))):
-        result = parts[part].get("result")
-        rows = json_table(result) if result is not None else pd.DataFrame()
-        T = rows["temperature"].iloc[0] if "temperature" in rows and len(rows) else None
-        if not isinstance(T, int | float) or not math.isfinite(T) or T <= 0:
-            wrong.append(f"premise part {part}: temperature {T} is not a finite T > 0")
-    return wrong
+def examine(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """The record at ``path`` and ``""``; or None and why it is damage (not a regular file, over
+    ``record_schema.MAX_BYTES``, not JSON, nested too deep, or ``shape_problems``); or None and
+    ``""`` where there is none."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return None, "not a regular file"
+    record, damage = record_schema.read(path)
+    if record is None:
+        return None, damage or ""
+    wrong = shape_problems(record, path.stem)
+    return (None, "; ".join(wrong)) if wrong else (record, "")
 
 
 def load(path: Path) -> dict[str, Any] | None:
-    """The record at ``path``, or None if there is none; a damaged one (see ``shape_problems``)
-    is named in a warning and treated as missing, so its task is computed again."""
-    path = Path(path)
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        warnings.warn(f"ignoring the record {path}: not a regular file", stacklevel=2)
-        return None
-    record = read_json(path, "record")  # None, with a warning, where it does not parse
-    if record is None:
-        return None
-    wrong = shape_problems(record, path.stem)
-    if wrong:
-        warnings.warn(f"ignoring the damaged record {path}: {'; '.join(wrong)}", stacklevel=2)
-        return None
+    """The record at ``path``, or None if there is none; a damaged one (``examine``) is named in
+    a warning and treated as missing, so its task is computed again."""
+    record, damage = examine(path)
+    if damage:
+        warnings.warn(f"ignoring the damaged record {path}: {damage}", stacklevel=2)
     return record
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -151,9 +153,21 @@ def committed_root() -> Path:
 
 
 def committed_policy(spec: PolicySpec) -> Path | None:
-    """The committed starting point of ``spec`` (``committed_root``), or None if there is none."""
+    """The committed starting point of ``spec`` (``committed_root``), or None if there is none.
+    Something else in its place (a file, a symbolic link) is damage, a ValueError naming the
+    ``git checkout`` that restores it: trained again here, the policy need not have the weights
+    the records were made from, so that is never done silently."""
     path = committed_root() / policy_name(spec)
-    return path if spec.name_or_path is None and path.is_dir() else None
+    if spec.name_or_path is not None or not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_dir():
+        there = "a symbolic link" if path.is_symlink() else "not a directory"
+        command = f"git -C {shlex.quote(str(ROOT))} checkout -- {shlex.quote(str(path))}"
+        raise ValueError(
+            f"the committed starting policy {path} is {there}: restore it with `{command}` "
+            "(trained again here, it need not match the records' weights)"
+        )
+    return path
 
 
 def policy_dir(spec: PolicySpec, root: Path | None = None) -> Path:

@@ -7,6 +7,12 @@ pred)`` (gold first), so equivalent forms match: ``\\frac{1}{2}`` and ``0.5``, `
 ``\\sqrt{8}``. Multiple-choice rows (``answer_type == "choice"``, or a gold answer that is a
 single letter A-J when no ``answer_type`` column is given) compare the chosen letter instead.
 
+A boxed answer is bounded before math-verify reads it (``too_costly``): one longer than
+``MAX_ANSWER_CHARS``, nested deeper than ``MAX_NESTING`` braces, or holding a power of a number
+whose exponent is a tower or ``MAX_EXPONENT_DIGITS`` digits long (``\\boxed{9^{9^{9^9}}}``)
+scores 0.0 at once: math-verify would spend its 5 s timeout on each, and a batch of them would
+stall training for minutes.
+
 Needs the ``math`` extra (``pip install psnlib[math]``) for math rows.
 """
 
@@ -20,6 +26,12 @@ from psnlib.tasks.reward import _completion_text
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LETTER = re.compile(r"^\s*(?:\\text\s*\{\s*)?\(?\s*([A-J])\s*\)?\s*\}?\s*[.:]?\s*$")
 _ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*\(?\s*([A-J])\b", re.IGNORECASE)
+MAX_ANSWER_CHARS = 1000
+MAX_NESTING = 16
+MAX_EXPONENT_DIGITS = 6
+# A power of a number whose exponent is a power again (``9^{9^9}``, ``9^9^9``) or a number of
+# ``MAX_EXPONENT_DIGITS`` digits or more: sympy would compute it digit by digit.
+_HUGE_POWER = re.compile(rf"\d\s*\^\s*\{{?\s*(?:\d+\s*\^|\d{{{MAX_EXPONENT_DIGITS},}})")
 
 
 def last_boxed(text: str) -> str | None:
@@ -36,6 +48,20 @@ def last_boxed(text: str) -> str | None:
                     found = text[start:pos]
                     break
     return found
+
+
+def too_costly(boxed: str) -> bool:
+    """Whether a boxed answer is too costly to give math-verify (see the module docstring): a
+    linear scan of its length, brace nesting and powers."""
+    if len(boxed) > MAX_ANSWER_CHARS or _HUGE_POWER.search(boxed):
+        return True
+    depth = 0
+    for char in boxed:
+        depth += char == "{"
+        depth -= char == "}"
+        if depth > MAX_NESTING:
+            return True
+    return False
 
 
 def choice_letter(text: str) -> str | None:
@@ -131,5 +157,6 @@ def math_reward(
             rewards.append(1.0 if choice_letter(text) == gold.strip().upper() else 0.0)
             continue
         boxed = last_boxed(text)
-        rewards.append(1.0 if boxed is not None and math_equal(gold, boxed) else 0.0)
+        judged = boxed is not None and not too_costly(boxed)
+        rewards.append(1.0 if judged and math_equal(gold, boxed) else 0.0)
     return rewards

@@ -48,7 +48,7 @@ from transformers.utils import (
     WEIGHTS_NAME,
 )
 
-from psnlib.io import Damaged, atomic_directory, atomic_write_json
+from psnlib.io import Damaged, atomic_directory, atomic_write_json, shareable
 from psnlib.models import check_saved_policy, safetensors_extent
 
 SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
@@ -287,6 +287,7 @@ class StagedCheckpoints:
         if self.args.should_save:
             if os.path.exists(final):  # a step saved again after resuming from an older one
                 shutil.rmtree(final)
+            shareable(os.path.join(staging, name))  # safetensors writes 0600
             os.replace(os.path.join(staging, name), final)
             shutil.rmtree(staging)
             best = self.state.best_model_checkpoint  # named inside STAGING by the save

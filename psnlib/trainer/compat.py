@@ -5,10 +5,13 @@ methods, whose signatures move between TRL releases without notice. ``WRITTEN_FO
 for each overridden name, the parameters it had in the TRL the trainer was written and tested
 against (``TESTED_TRL``); ``check_overrides`` compares them with the installed TRL when a trainer
 is constructed, so a TRL upgrade fails at once, naming the method, instead of training wrongly.
+The private TRL methods psnlib replaces on an instance rather than overrides (``REPLACED``: the
+noise on vLLM shadows ``VLLMGeneration._iter_named_params``) are checked alike.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 
 import trl
@@ -73,6 +76,12 @@ WRITTEN_FOR: dict[str, tuple[str, ...]] = {
     "training_step": ("self", "model", "inputs", "num_items_in_batch"),
 }
 
+# TRL's private methods psnlib replaces on an instance (module, class, method) -> their parameters
+# in TRL 1.16: psnlib.trainer.vllm_rollouts shadows the weight stream vLLM is synced from.
+REPLACED: dict[tuple[str, str, str], tuple[str, ...]] = {
+    ("trl.generation.vllm_generation", "VLLMGeneration", "_iter_named_params"): ("self",),
+}
+
 
 class TRLVersionError(RuntimeError):
     """The installed TRL changed a method that ``PSNGRPOTrainer`` overrides."""
@@ -98,20 +107,31 @@ def parameters(method: object) -> tuple[str, ...]:
 def check_overrides(trainer_cls: type, base: type) -> None:
     """Raise ``TRLVersionError`` naming the method and the installed TRL when a method that
     ``trainer_cls`` overrides is gone from ``base`` or takes other parameters than
-    ``WRITTEN_FOR`` records, or when an override has no record (add it when writing one)."""
+    ``WRITTEN_FOR`` records, when a method of ``REPLACED`` is gone or takes others, or when an
+    override has no record (add it when writing one)."""
     for name in overridden(trainer_cls, base):
         if name not in WRITTEN_FOR:
             raise TRLVersionError(
                 f"{trainer_cls.__name__} overrides {base.__name__}.{name}, which "
                 "psnlib.trainer.compat.WRITTEN_FOR does not record: add its parameters there"
             )
-    for name, want in WRITTEN_FOR.items():
-        method = getattr(base, name, None)
+    methods = {(base, name): want for name, want in WRITTEN_FOR.items()}
+    for (module, cls, name), want in REPLACED.items():
+        try:
+            methods[(getattr(importlib.import_module(module), cls), name)] = want
+        except (ImportError, AttributeError):
+            raise TRLVersionError(
+                f"psnlib replaces {module}.{cls}.{name}, written for TRL {TESTED_TRL}; the "
+                f"installed TRL {trl.__version__} has no {module}.{cls}. Install trl{TESTED_TRL} "
+                "(pip install -c constraints.txt -e .)"
+            ) from None
+    for (owner, name), want in methods.items():
+        method = getattr(owner, name, None)
         found = None if method is None else parameters(method)
         if found != want:
             now = "is gone" if found is None else f"takes {found}"
             raise TRLVersionError(
-                f"{trainer_cls.__name__} overrides {base.__name__}.{name}, written for "
+                f"{trainer_cls.__name__} overrides {owner.__name__}.{name}, written for "
                 f"{want} (TRL {TESTED_TRL}); in the installed TRL {trl.__version__} it {now}. "
                 f"Install trl{TESTED_TRL} (pip install -c constraints.txt -e .)"
             )

@@ -16,6 +16,7 @@ from psnlib.noise import EVERY_PARAMETER, NoiseConfig, check_replicas
 from psnlib.schedulers import SCHEDULERS, DiversitySigma, FixedSigma, KLTargetSigma, SigmaScheduler
 from psnlib.similarity import check_similarity
 from psnlib.tis import MAX_LOG_RATIO, check_tis
+from psnlib.trainer.vllm_rollouts import check_tis_sampling
 
 ADVANTAGE_MODES = ("grpo", "passk")
 COUNTS = (  # settings that count something and must be >= 1
@@ -335,6 +336,11 @@ class PSNGRPOConfig(GRPOConfig):
                 f"with use_vllm each process's generation batch (per_device_train_batch_size x "
                 f"steps_per_generation = {local}) must hold whole groups of num_generations="
                 f"{self.num_generations}, so all processes make the same syncs and generate calls"
+            )
+        if self.use_tis:
+            check_tis_sampling(
+                {"top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p},
+                self.generation_kwargs,
             )
         self.vllm_importance_sampling_correction = self.use_tis
         self.vllm_importance_sampling_mode = f"{self.tis_level}_truncate"

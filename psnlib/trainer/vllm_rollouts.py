@@ -36,6 +36,27 @@ from torch import nn
 
 from psnlib.noise import CLEAN, NoiseConfig, draw_noise, target_parameters
 
+# The sampling settings under which TRL 1.16's vLLM importance-sampling weight is unbiased: its
+# behaviour log-probs are the full softmax's, so any truncation of it (top_p < 1, top_k > 0,
+# min_p > 0) samples from another distribution than the one the weight assumes.
+UNTRUNCATED = {"top_p": (1.0,), "top_k": (0, -1, None), "min_p": (0.0, None)}
+
+
+def check_tis_sampling(settings: dict[str, Any], generation_kwargs: dict[str, Any] | None) -> None:
+    """With PSN's TIS on vLLM (TRL's importance-sampling correction), refuse a sampler that
+    truncates the distribution (``UNTRUNCATED``, in ``settings`` or ``generation_kwargs``): a
+    ValueError naming each setting and what it must be."""
+    given = {**settings, **{k: v for k, v in (generation_kwargs or {}).items() if k in UNTRUNCATED}}
+    wrong = {
+        name: given[name] for name, allowed in UNTRUNCATED.items() if given.get(name) not in allowed
+    }
+    if wrong:
+        raise ValueError(
+            f"use_tis with use_vllm: TRL's vLLM importance-sampling weight is biased under a "
+            f"truncated sampler, got {wrong}; set top_p=1, top_k=0 (or -1, None) and min_p=0 "
+            "(or None), or use_tis=False"
+        )
+
 
 def noise_groups(noise: list[int]) -> dict[int, list[int]]:
     """The rows of each noise index, indices in ascending order (``CLEAN`` first): the same order
