@@ -10,6 +10,15 @@ or, at sequence level, by one weight per rollout from the summed log-probs
     w = min(exp(sum_t log pi_clean(a_t) - log pi_noisy(a_t)), C)      (Eq. TIS, sequence level)
 
 The paper uses token level with C = 10; without TIS, PSN does worse than plain GRPO.
+
+Masked sequence-level importance sampling (``sequence_mask``, the 3PO-style correction for
+in-group diverse noise, arXiv 2608.09805): a rollout whose sequence ratio leaves the band
+``[1/C, C]`` is masked out of the loss, one inside it keeps its untruncated ratio,
+
+    r = exp(sum_t log pi_clean(a_t) - log pi_noisy(a_t)),
+    w = r * 1[1/C <= r <= C]                                          (Eq. MIS, sequence level)
+
+so a rollout the clean policy would rarely write contributes nothing rather than a capped weight.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import math
 
 import torch
 
-LEVELS = ("token", "sequence")
+LEVELS = ("token", "sequence", "sequence_mask")
 MAX_LOG_RATIO = 20.0  # exp(20) ~ 5e8: far above any cap, far below float32 overflow
 
 
@@ -37,7 +46,8 @@ def tis_weights(
     cap: float = 10.0,
     level: str = "token",
 ) -> torch.Tensor:
-    """Detached TIS weights: (B, T) at token level, (B, 1) at sequence level.
+    """Detached TIS weights: (B, T) at token level, (B, 1) at sequence level and masked sequence
+    level (``sequence_mask``: 0 for a rollout whose ratio leaves ``[1/cap, cap]``, Eq. MIS).
 
     ``clean_logps`` and ``behaviour_logps`` are the log-probs of the sampled tokens, (B, T), under
     the clean and the noisy policy; ``mask`` (B, T) marks real completion tokens. Masked positions
@@ -48,6 +58,10 @@ def tis_weights(
     mask = mask.bool()
     log_ratio = (clean_logps.detach() - behaviour_logps.detach()).float()  # (B, T)
     log_ratio = torch.where(mask, log_ratio, torch.zeros_like(log_ratio))  # padding may hold junk
+    if level == "sequence_mask":
+        log_r = log_ratio.sum(dim=-1, keepdim=True)  # (B, 1): log r
+        inside = log_r.abs() <= math.log(cap)  # 1/C <= r <= C: exp cannot overflow there
+        return torch.where(inside, log_r.clamp(max=MAX_LOG_RATIO).exp(), 0.0)  # Eq. MIS
     if level == "sequence":
         log_ratio = log_ratio.sum(dim=-1, keepdim=True)  # (B, 1)
     return log_ratio.clamp(max=MAX_LOG_RATIO).exp().clamp(max=cap)  # Eq. TIS: min(ratio, C)

@@ -92,3 +92,24 @@ def test_diagnostics_at_sequence_level_and_for_equal_weights():
     assert stats["max"] == pytest.approx(10.0)
     equal = tis_diagnostics(torch.ones(3, 4), torch.ones(3, 4), cap=10.0)
     assert equal == {"mean": 1.0, "max": 1.0, "frac_capped": 0.0, "ess": 1.0}
+
+
+def test_masked_sequence_weights_keep_the_ratio_in_band_and_mask_the_rest():
+    """Eq. MIS on hand-made ratios: r = exp(sum of the masked log-ratios), kept where
+    1/C <= r <= C, 0 outside (masked out, not truncated)."""
+    clean, behaviour, mask = example()  # row 0: log r = 4.0 (r = 54.6); row 1: log r = -1.8
+    weights = tis_weights(clean, behaviour, mask, cap=10.0, level="sequence_mask")
+    assert weights.shape == (2, 1)
+    torch.testing.assert_close(weights, torch.tensor([[0.0], [math.exp(-1.8)]]))  # out, in
+    # both ends of the band are inside it: r = C and r = 1/C keep their weight
+    edge = torch.tensor([[math.log(10.0)], [-math.log(10.0)]])
+    ends = tis_weights(edge, torch.zeros(2, 1), torch.ones(2, 1), level="sequence_mask")
+    torch.testing.assert_close(ends, torch.tensor([[10.0], [0.1]]), rtol=1e-5, atol=0.0)
+    # every rollout out of band: all masked, nothing overflows
+    far = tis_weights(
+        torch.zeros(3, 500), torch.full((3, 500), -80.0), torch.ones(3, 500), level="sequence_mask"
+    )
+    assert far.tolist() == [[0.0], [0.0], [0.0]]
+    # a small cap narrows the band: row 1 (r = 0.165) falls out of [1/2, 2]
+    narrow = tis_weights(clean, behaviour, mask, cap=2.0, level="sequence_mask")
+    assert narrow.tolist() == [[0.0], [0.0]]
