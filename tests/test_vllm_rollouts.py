@@ -243,6 +243,13 @@ def test_use_vllm_maps_tis_onto_trls_vllm_importance_sampling(tmp_path):
     assert config(tmp_path, tis_level="sequence").vllm_importance_sampling_mode == (
         "sequence_truncate"
     )
+    # masked sequence-level IS (psnlib.tis, Eq. MIS) is TRL's sequence_mask over [1/C, C]
+    masked = config(tmp_path, tis_level="sequence_mask", tis_cap=4.0)
+    assert masked.vllm_importance_sampling_mode == "sequence_mask"
+    assert (masked.vllm_importance_sampling_clip_min, masked.vllm_importance_sampling_clip_max) == (
+        0.25,
+        4.0,
+    )
     assert config(tmp_path, use_tis=False).vllm_importance_sampling_correction is False
     plain = config(tmp_path, use_vllm=False, tis_cap=7.0)  # TRL's own defaults stay
     assert plain.vllm_importance_sampling_clip_max != 7.0

@@ -190,7 +190,10 @@ class PSNGRPOConfig(GRPOConfig):
     )
     tis_level: str = field(
         default="token",
-        metadata={"help": "'token' ratios, or one 'sequence' ratio from summed log-probs."},
+        metadata={
+            "help": "'token' ratios, one 'sequence' ratio from summed log-probs, or "
+            "'sequence_mask': that ratio, masked out of the loss outside [1/C, C] (psnlib.tis)."
+        },
     )
     advantage_mode: str = field(
         default="grpo",
@@ -323,8 +326,9 @@ class PSNGRPOConfig(GRPOConfig):
     def use_vllm_tis(self) -> None:
         """With vLLM the behaviour log-probs come from the vLLM engine
         (``psnlib.trainer.vllm_rollouts``), and TRL's vLLM importance-sampling correction is the
-        TIS: ``use_tis``, ``tis_level`` and ``tis_cap`` set its switch, mode (``token_truncate`` or
-        ``sequence_truncate``) and cap."""
+        TIS: ``use_tis``, ``tis_level`` and ``tis_cap`` set its switch, mode (``token_truncate``,
+        ``sequence_truncate``, or ``sequence_mask`` with the band ``[1/C, C]``: Eq. MIS of
+        ``psnlib.tis``) and cap."""
         if self.noise_scope == "prompt":
             raise ValueError(
                 "noise_scope='prompt' with use_vllm would sync the weights to vLLM once per prompt "
@@ -343,9 +347,12 @@ class PSNGRPOConfig(GRPOConfig):
                 self.generation_kwargs,
             )
         self.vllm_importance_sampling_correction = self.use_tis
-        self.vllm_importance_sampling_mode = f"{self.tis_level}_truncate"
+        masked = self.tis_level == "sequence_mask"
+        self.vllm_importance_sampling_mode = (
+            self.tis_level if masked else f"{self.tis_level}_truncate"
+        )
         self.vllm_importance_sampling_clip_max = self.tis_cap
-        self.vllm_importance_sampling_clip_min = None
+        self.vllm_importance_sampling_clip_min = 1.0 / self.tis_cap if masked else None
 
     def check_rollout_engine(self) -> None:
         """``rollout_engine`` must be known; 'psnlib' samples softmax(logits / T) and no more."""
