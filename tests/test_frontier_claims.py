@@ -62,8 +62,8 @@ PATHS = pd.DataFrame(
 def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     calls = []
 
-    def paths(profile, benchmarks, seeds, compute):
-        calls.append((profile.name, benchmarks, sorted(seeds), compute))
+    def paths(profile, benchmarks, seeds):  # jobs.training_paths' signature: a reader
+        calls.append((profile.name, benchmarks, sorted(seeds)))
         return PATHS[PATHS["seed"].isin(seeds)]
 
     stat = OnGRPOPath("pass@max on GRPO's training path", "points", paths=paths, reference="GRPO")
@@ -78,7 +78,7 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     assert (row["lo"], row["hi"]) == pytest.approx((-half, half))
     assert row["statistic"] == "pass@16 on GRPO's training path"
     assert "steps 0, 4" in row["note"] and "1 of 3 seeds' pass@1 beyond their path" in row["note"]
-    assert calls == [("smoke", (B,), [0, 1, 2], False)]  # its benchmarks and seeds; read only
+    assert calls == [("smoke", (B,), [0, 1, 2])]  # its benchmarks and seeds
     # seeds left out (those that framed a claim) leave before the path is read
     values = stat.seed_values(PROBLEMS, None, PSN, "GRPO", SMOKE, exclude=(1,)).values
     assert values.index.tolist() == [0, 2] and calls[-1][2] == [0, 2]
@@ -89,15 +89,18 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
         OnGRPOPath("x", "points")
 
 
-def test_a_path_claim_without_the_records_is_not_run_and_computes_nothing():
-    def missing(profile, benchmarks, seeds, compute):
-        assert not compute
+def test_a_path_claim_without_the_records_is_not_run_and_computes_nothing(tmp_path, monkeypatch):
+    def missing(profile, benchmarks, seeds):
         raise jobs.MissingRecords("no usable record of ['GRPO seed 0 (...)'] in results/smoke")
 
     stat = OnGRPOPath("pass@max on GRPO's training path", "points", paths=missing, reference="GRPO")
     claim = on_grpo_path(next(c for c in CLAIMS if c.name == "PSN raises pass@256"))
     row = check_claim(dataclasses.replace(claim, statistic=stat), PROBLEMS, SMOKE)
     assert row["verdict"] == NOT_RUN and row["seeds"] == 0
+    # the claims' own reader (jobs.training_paths) on an empty ledger: not run, not a TypeError
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
+    real = check_claim(dataclasses.replace(claim, statistic=PASS_ON_GRPO_PATH), PROBLEMS, SMOKE)
+    assert real["verdict"] == NOT_RUN and "no usable record" in real["note"]
     assert "no usable record of ['GRPO seed 0 (...)']" in row["note"]
 
 

@@ -264,7 +264,7 @@ class OnGRPOPath(Statistic):
     moved along GRPO's monotone frontier to GRPO's final pass@1, ``y_arm - (f_s(x_arm) -
     f_s(x_T))``, value_b GRPO's final pass@max ``y_T`` at the same seed, so the difference is the
     gap ``g_s`` of the module doc, its interval the paired t over seeds. ``paths`` reads the paths
-    as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds, compute; a
+    as ``psnlib.replication.jobs.training_paths`` does (profile, benchmarks, seeds; a
     ``LookupError`` for records it lacks, which makes the claim ``NotRun``: nothing is computed
     here); ``reference`` is the label of the policy whose path it is (theirs must be it)."""
 
@@ -296,7 +296,7 @@ class OnGRPOPath(Statistic):
         benchmarks = tuple(sorted(set(mine["benchmark"])))
         arm = points(mine, profile)
         try:  # read, never computed here: a claim without the records is not run
-            path = self.paths(profile, benchmarks, arm["seed"].tolist(), compute=False)
+            path = self.paths(profile, benchmarks, arm["seed"].tolist())
         except LookupError as missing:
             raise NotRun(str(missing)) from None
         gaps = frontier_gap(path, arm).dropna(subset=["gap"]).set_index("seed")

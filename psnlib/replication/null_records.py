@@ -1,7 +1,7 @@
 """What the null checks (``psnlib.replication.nulls``) read of GRPO's records at the main seeds.
 
 ``grpo_values(profile)`` reads, from the run ledger only (``ledger.usable`` of each GRPO task of
-``jobs.tasks``, and ``jobs.training_paths(..., compute=False)``; a missing record is a
+``jobs.tasks``, and ``jobs.training_paths`` (a reader); a missing record is a
 ``jobs.MissingRecords`` that names it, and nothing is trained or evaluated):
 
 - ``per_seed``: per main seed (index, ascending), each per-seed statistic of
@@ -134,7 +134,7 @@ def premise_values(profile: Profile, records: dict[int, dict]) -> pd.DataFrame:
 def grpo_values(profile: Profile) -> GRPOValues:
     """GRPO's values at ``profile``'s main seeds from the run ledger (module doc)."""
     benchmarks = benchmarks_of(profile, "id")
-    paths = jobs.training_paths(profile, benchmarks, profile.seeds, compute=False)
+    paths = jobs.training_paths(profile, benchmarks, profile.seeds)
     records = _records(profile)
     problems = frontier.final_problems(records.values(), benchmarks)
     values = per_seed_values(problems, profile)
