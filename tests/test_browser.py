@@ -1,6 +1,8 @@
 """Acceptance, as a reader meets the project: JupyterLab in headless Chromium opens notebook 00 at
 the smoke profile, Run All, and the page shows no error, at least one inline figure and no
-warning (stderr) box.
+warning (stderr) box. Notebook 00 reads the base policy's and PSN's seed-0 records from the run
+ledger (only its live demo trains), so the fixture computes those two records first, as
+``make reproduce`` would.
 
 Needs Chromium (``/usr/bin/chromium``, Debian's ``chromium``; ``PSNLIB_CHROMIUM`` names another),
 Playwright for Python and JupyterLab (the dev extra). Skipped when they are missing, except in CI
@@ -21,6 +23,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from psnlib.replication import experiments, jobs, ledger
+from psnlib.replication.profiles import get_profile
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_quickstart.ipynb"
 CHROMIUM = Path(os.environ.get("PSNLIB_CHROMIUM", "/usr/bin/chromium"))
 RUN_ALL_SECONDS = 420  # a couple of minutes on 2 busy cores; the bound, not the expectation
@@ -40,6 +45,19 @@ def _missing() -> list[str]:
     return missing
 
 
+def _records_of_notebook_00(root: Path) -> None:
+    """The smoke records notebook 00 reads, computed into ``root``'s ledger and data folder: the
+    base policy's (its pass@k) and PSN fixed's at the first seed (its training log)."""
+    smoke = get_profile("smoke")
+    wanted = {experiments.BASE_POLICY.label, experiments.PSN.label}
+    tasks = [t for t in jobs.tasks(smoke) if t.variant.label in wanted and t.seed == smoke.seeds[0]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PSNLIB_DATA", str(root / "data"))
+        mp.setenv(ledger.RESULTS_ENV, str(root / "results"))
+        for task in tasks:
+            jobs.run_task(smoke, task)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on a free localhost port with a token, serving a temp folder that holds a copy
@@ -50,6 +68,7 @@ def lab(tmp_path_factory):
             pytest.fail(f"{reason} (CI installs them: .ci/run)")
         pytest.skip(f"{reason}: apt-get install chromium; pip install -e '.[dev]'")
     root = tmp_path_factory.mktemp("lab")
+    _records_of_notebook_00(root)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     cell.source += f'\nprofile = "smoke"\nfigures_dir = {str(root / "figures")!r}'
@@ -68,6 +87,7 @@ def lab(tmp_path_factory):
     token = secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     env |= {"PSNLIB_DATA": str(root / "data"), "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
+    env |= {ledger.RESULTS_ENV: str(root / "results")}
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1"]
     command += [f"--port={port}", f"--IdentityProvider.token={token}", f"--notebook-dir={root}"]
     command += [f"--LabApp.user_settings_dir={root / 'settings'}"]

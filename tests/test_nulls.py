@@ -187,11 +187,22 @@ def test_the_null_table_reads_records_only_and_names_what_is_missing(tmp_path, m
         raise AssertionError("the null checks computed a task")
 
     monkeypatch.setattr(jobs, "run_task", train)
+    four = SMOKE.with_overrides(seeds=(0, 1, 2, 3))  # enough seeds for a null (smoke has 2)
     with pytest.raises(jobs.MissingRecords, match=r"no usable record of \['base"):
-        nulls.null_table(SMOKE)
+        nulls.null_table(four)
 
 
 def test_the_null_checks_are_analysis_in_no_records_code_version():
     for roots in codeversion.ROOTS.values():
         closure = codeversion.closure(roots)
         assert not {"psnlib.replication.nulls", "psnlib.replication.null_records"} & set(closure)
+
+
+def test_a_profile_with_too_few_seeds_checks_nothing_and_gives_no_verdict_word():
+    """The smoke profile's 2 main seeds cannot make a null (the split needs 2 + 2): every
+    statistic of the claims is listed as not checked, so none of them gives a verdict there."""
+    smoke = get_profile("smoke")
+    table = nulls.null_table(smoke)
+    assert not table["passes"].any() and (table["draws"] == 0).all()
+    assert table["reason"].str.contains("has 2 main seed").all()
+    assert set(nulls.failing(table)) == {nulls.statistic_of(c) for c in CLAIMS}

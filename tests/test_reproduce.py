@@ -218,7 +218,7 @@ def test_prepare_says_which_records_are_stale_and_why(tmp_path, monkeypatch, cap
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     smoke = get_profile("smoke")
     task = jobs.tasks(smoke)[1]
-    stale = {"run": "0ld", "base": "0ld"}  # made by code that has changed since
+    stale = {"run": 0, "base": 0}  # made by code whose version has been bumped since (now 1)
     record = {
         "schema": ledger.SCHEMA,
         "key": task.key(smoke),
@@ -228,15 +228,15 @@ def test_prepare_says_which_records_are_stale_and_why(tmp_path, monkeypatch, cap
         "seed": task.seed,
         "settings": {},
         "evaluation": {},
-        "start": {},
+        "start": {"policy": "p", "fingerprint": "f"},
         "weights": "",
         "code": stale,
         "log": {"columns": [], "data": []},
         "benchmarks": {},
-        "machine": {},
-        "cpu_seconds": {},
+        "machine": {"cpu": "c", "threads": 1},
+        "cpu_seconds": {"train": 0.0},
     }
-    ledger.write(record)
+    ledger.write(record)  # a well-formed record (ledger.write checks it), of an old version
     monkeypatch.setattr(pool, "run_all", lambda *args, **kwargs: [])
     pool.prepare(smoke, 1)
     out = capsys.readouterr().out

@@ -40,6 +40,7 @@ from psnlib.replication.experiments import GRPO, benchmarks_of
 from psnlib.replication.premise import premise, seed_tables
 from psnlib.replication.profiles import Profile
 
+MIN_SEEDS = 4  # the split null pairs halves of at least 2 seeds each
 PER_SEED = (PASS_AT_1, PASS_AT_MAX, GAIN_GROWTH, STEP_VALIDITY, DIVERSITY, ENTROPY)
 PREMISE_COLUMNS = ("noise_pass1", "noise_passmax", "temperature_pass1", "temperature_passmax")
 
@@ -55,8 +56,10 @@ class GRPOValues:
 
     def __post_init__(self) -> None:
         seeds = self.per_seed.index.tolist()
-        if seeds != sorted(set(seeds)) or len(seeds) < 4:
-            raise ValueError(f"the nulls need at least 4 distinct seeds, ascending, got {seeds}")
+        if seeds != sorted(set(seeds)) or len(seeds) < MIN_SEEDS:
+            raise ValueError(
+                f"the nulls need at least {MIN_SEEDS} distinct seeds, ascending, got {seeds}"
+            )
         n = len(seeds)
         if self.solved_only.shape != (n, n):
             raise ValueError(f"solved_only must be {n} x {n}, got {self.solved_only.shape}")

@@ -62,7 +62,7 @@ from psnlib.replication.claim import Claim
 from psnlib.replication.claim_stats import AtEqualPass1, frontier_differences, frontier_interval
 from psnlib.replication.claims import CLAIMS
 from psnlib.replication.frontier import OnGRPOPath
-from psnlib.replication.null_records import GRPOValues, grpo_values
+from psnlib.replication.null_records import MIN_SEEDS, GRPOValues, grpo_values
 from psnlib.replication.premise import POLICIES, premise
 from psnlib.replication.profiles import Profile
 from psnlib.replication.verdicts import (
@@ -322,8 +322,29 @@ def null_table(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataF
     """One row per statistic of ``claims`` and null, from GRPO's committed records at
     ``profile`` (``null_records.grpo_values``; ``jobs.MissingRecords`` where one is missing):
     statistic (``statistic_of``), label, null, at, draws, pairs, mean, lo, hi, fpr, fpr_se,
-    passes, reason, note (module doc)."""
+    passes, reason, note (module doc). A profile with fewer main seeds than the nulls need
+    (``MIN_SEEDS``, the smoke profile) checks nothing: one row per statistic that fails, so
+    that none of them gives a verdict word there."""
+    if len(profile.seeds) < MIN_SEEDS:
+        return unchecked(profile, claims)
     return table_from(grpo_values(profile), profile, claims)
+
+
+def unchecked(profile: Profile, claims: tuple[Claim, ...] = CLAIMS) -> pd.DataFrame:
+    """``null_table``'s rows where the profile's main seeds are too few to build a null: every
+    statistic of ``claims`` once, not passing, with the reason."""
+    keys = list(dict.fromkeys(statistic_of(claim) for claim in claims))
+    reason = (
+        f"not checked: the {profile.name} profile has {len(profile.seeds)} main seed(s), the "
+        f"nulls need at least {MIN_SEEDS}"
+    )
+    nan = float("nan")
+    return pd.DataFrame(
+        {"statistic": key, "label": label(key, profile), "null": "none", "at": "0"}
+        | {"draws": 0, "pairs": 0, "mean": nan, "lo": nan, "hi": nan, "fpr": nan}
+        | {"fpr_se": nan, "passes": False, "reason": reason, "note": ""}
+        for key in keys
+    )
 
 
 def failing(table: pd.DataFrame) -> dict[str, str]:

@@ -182,7 +182,9 @@ def nulls_markdown(nulls: pd.DataFrame) -> str:
         other = []
         for _, r in rows.iterrows():
             at = _text(r.get("at", "")) if _text(r.get("at", "")) not in ("", "0") else ""
-            if r["null"] in cells and not at:
+            if not r["draws"]:  # no null could be built: why
+                other.append(_text(r["reason"]))
+            elif r["null"] in cells and not at:
                 cells[r["null"]] = _null_cell(r)
             else:
                 other.append(f"{r['null']}{f' at {at}' if at else ''}: {_null_cell(r)}")
