@@ -1,6 +1,7 @@
 """``make reproduce``'s preparation stage: what it plans, and its process pool."""
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import replace
@@ -18,6 +19,7 @@ from psnlib.replication import (
     jobs,
     ledger,
     notebook_runs,
+    paths,
     pool,
     reproduce,
     starting_points,
@@ -260,3 +262,17 @@ def test_make_reproduce_passes_a_time_budget_on_to_the_sitting():
     plain = recipe()
     assert "psnlib.replication.reproduce --profile cpu" in plain
     assert "--budget" not in plain and "--until" not in plain
+
+
+def test_the_environment_holds_the_folders_within_and_what_it_held_after(monkeypatch):
+    """``paths.environment`` (reproduce's ledger and data folders, proof's temporary ones): set
+    within, restored after, an unset variable unset again, even when the body raises."""
+    monkeypatch.setenv("PSNLIB_TEST_SET", "before")
+    monkeypatch.delenv("PSNLIB_TEST_UNSET", raising=False)
+    with (
+        pytest.raises(RuntimeError, match="inside"),
+        paths.environment({"PSNLIB_TEST_SET": Path("/a"), "PSNLIB_TEST_UNSET": "b"}),
+    ):
+        assert (os.environ["PSNLIB_TEST_SET"], os.environ["PSNLIB_TEST_UNSET"]) == ("/a", "b")
+        raise RuntimeError("inside")
+    assert os.environ["PSNLIB_TEST_SET"] == "before" and "PSNLIB_TEST_UNSET" not in os.environ

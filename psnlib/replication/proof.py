@@ -20,21 +20,20 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import re
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from psnlib.io import atomic_write_text
-from psnlib.replication import codeversion, jobs, ledger
+from psnlib.replication import codeversion, jobs, ledger, paths
 from psnlib.replication.profiles import Profile, get_profile
 
 # A record's fields that a machine or a clock makes, and a table's columns that a clock makes.
@@ -138,20 +137,9 @@ def choose(profile: Profile, kinds: set[str]) -> list[tuple[jobs.Task, dict[str,
     return [cheapest[held][1:] for held in chosen]
 
 
-@contextmanager
-def elsewhere(folder: Path) -> Iterator[None]:
+def elsewhere(folder: Path) -> AbstractContextManager[None]:
     """Within it, the run ledger and the caches are under ``folder`` (``results/``, ``data/``)."""
-    names = {ledger.RESULTS_ENV: folder / "results", DATA_ENV: folder / "data"}
-    before = {name: os.environ.get(name) for name in names}
-    os.environ.update({name: str(path) for name, path in names.items()})
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return paths.environment({ledger.RESULTS_ENV: folder / "results", DATA_ENV: folder / "data"})
 
 
 def recompute(profile: Profile, task: jobs.Task) -> dict[str, Any]:

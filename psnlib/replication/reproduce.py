@@ -83,7 +83,7 @@ from psnlib.replication.arms import BASE
 from psnlib.replication.codeversion import PACKAGE
 from psnlib.replication.experiments import planned_runs
 from psnlib.replication.notebook_runs import notebook_paths, run_notebook
-from psnlib.replication.paths import ROOT
+from psnlib.replication.paths import ROOT, environment
 from psnlib.replication.paths import figures_dir as default_figures
 from psnlib.replication.pool import prepare, starting
 from psnlib.replication.profiles import PROFILES, Profile, get_profile
@@ -254,19 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     # and the Slurm jobs inherit these (restored when main returns).
     results = Path(args.out) / "results" if args.out else ledger.results_root()
     args.out = Path(args.out or ROOT)
-    paths_of = {"PSNLIB_DATA": data_dir(), ledger.RESULTS_ENV: results}
-    before = {name: os.environ.get(name) for name in paths_of}
-    os.environ.update({name: str(Path(path).resolve()) for name, path in paths_of.items()})
+    folders = {"PSNLIB_DATA": data_dir(), ledger.RESULTS_ENV: results}
     try:
-        return _main(args, settings, paths, deadline)
+        with environment({name: Path(path).resolve() for name, path in folders.items()}):
+            return _main(args, settings, paths, deadline)
     except WriteFailed as err:  # a full disk, a read-only folder: one line, not a traceback
         sys.exit(f"psnlib.replication.reproduce: error: {err}")
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _not_done(table: pd.DataFrame, then: str) -> bool:
