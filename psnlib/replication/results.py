@@ -324,7 +324,8 @@ def check_claim(
     theirs_value = float(values["value_b"].mean())
     averaged = "" if both is None else ", ".join(b for b in names if b in set(both["benchmark"]))
     notes = [measured.note] if measured.note else []
-    judged = judgement(claim, lo, hi, seeds, theirs_value, float(np.mean(d)) if seeds else np.nan)
+    diff = float(d.mean()) if seeds else float("nan")
+    judged = judgement(claim, lo, hi, seeds, theirs_value, diff)
     if framed and post_hoc:
         notes.insert(
             0,
@@ -339,8 +340,7 @@ def check_claim(
             0, f"{theirs.label} solves no problem at any seed: a collapsed policy, no reference"
         )
         judged["verdict"] = NOT_COMPARABLE
-    elif nulls and statistic_of(claim) in nulls:
-        key = statistic_of(claim)
+    elif nulls and (key := statistic_of(claim)) in nulls:
         notes.insert(0, f"the statistic ({key}) fails its null check: {nulls[key]}")
         judged["verdict"] = NULL_FAILED
     return {
@@ -350,7 +350,7 @@ def check_claim(
         "seeds": seeds,
         "value_ours": float(values["value_a"].mean()),
         "value_theirs": theirs_value,
-        "diff": float(d.mean()),
+        "diff": diff,
         "lo": lo,
         "hi": hi,
         **judged,
