@@ -32,14 +32,14 @@ reproduce: $(VENV)/.installed
 
 ## make prove-version KIND=run: after a change that moved KIND's code digest (tests/test_versions.py
 ## names it), re-compute its cheapest committed record at PROFILE on this code and pin the digest
-## if every result field is bit-exact (psnlib.replication.proof); without KIND, every moved kind
+## if every result field is bit-exact (psnlib.replication.compute.proof); without KIND, every moved kind
 prove-version: $(VENV)/.installed
-	$(BIN)/python -m psnlib.replication.proof --profile $(PROFILE) $(if $(KIND),--kind $(KIND))
+	$(BIN)/python -m psnlib.replication.compute.proof --profile $(PROFILE) $(if $(KIND),--kind $(KIND))
 
 ## make pin-run-keys: after a deliberate change of the plan (an arm, a seed, a setting a key covers),
 ## pin every planned run key of the cpu and smoke profiles (tests/test_run_keys.py checks them)
 pin-run-keys: $(VENV)/.installed
-	$(BIN)/python -c "import json; from psnlib.replication.experiments import planned_runs; \
+	$(BIN)/python -c "import json; from psnlib.replication.plan.experiments import planned_runs; \
 	  keys = {p: sorted(planned_runs(p)['run']) for p in ('cpu', 'smoke')}; \
 	  print(json.dumps(keys, indent=1))" > tests/data/planned_run_keys.json
 

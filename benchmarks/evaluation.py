@@ -1,10 +1,10 @@
 """Wall time of evaluating one policy on every testbed benchmark at a profile's scale.
 
-Runs ``psnlib.replication.evaluation.evaluate_at_profile`` (sampling, exact verification, diversity,
-step-level self-consistency, informativeness, pass@k curves with bootstrap intervals) on each of the
-profile's benchmarks, at its number of problems and samples, with no result store (nothing is
-loaded from cache). The baseline is the issue's budget: the ratio printed is total time over
-``BUDGET_SECONDS``. The policy is the profile's cached base policy if built, else a random tiny
+Runs ``psnlib.replication.compute.evaluation.evaluate_at_profile`` (sampling, exact verification,
+diversity, step-level self-consistency, informativeness, pass@k curves with bootstrap intervals) on
+each of the profile's benchmarks, at its number of problems and samples, with no result store
+(nothing is loaded from cache). The baseline is the issue's budget: the ratio printed is total time
+over ``BUDGET_SECONDS``. The policy is the profile's cached base policy if built, else a random tiny
 policy of the same shape (random policies write longer completions: an upper bound).
 
     python benchmarks/evaluation.py                   # cpu profile: 7 benchmarks x 100 x 512
@@ -19,9 +19,10 @@ import time
 import torch
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.evaluation import evaluate_at_profile
-from psnlib.replication.pretrain import base_policy, policy_dir
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.evaluation import evaluate_at_profile
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.plan.policies import policy_dir
+from psnlib.replication.plan.profiles import get_profile
 
 BUDGET_SECONDS = 300.0  # acceptance: all seven benchmarks at the cpu profile in 5 minutes
 

@@ -3,7 +3,7 @@ core-minutes, today (a git worktree of a baseline commit) against this checkout,
 
 A paired seed is: train the ``grpo`` and the ``psn`` arm for the profile's ``rl_steps`` from the
 base policy, then evaluate both trained policies on every benchmark the experiments evaluate
-their main-seed runs on (``psnlib.replication.experiments.planned_work``: ``main_results``'
+their main-seed runs on (``psnlib.replication.plan.schedule.planned_work``: ``main_results``'
 in-distribution benchmarks and ``ood``'s others, the cpu profile's seven) at ``eval_samples``
 samples per problem (512 at cpu). The base
 policy's own evaluation is shared by all seeds and not counted.
@@ -104,9 +104,11 @@ def work(args: argparse.Namespace) -> dict[str, float]:
 
     from psnlib.evaluate import evaluate_policy
     from psnlib.models import load_policy
-    from psnlib.replication.experiments import GRPO, PSN, planned_work
-    from psnlib.replication.profiles import get_profile
-    from psnlib.replication.runs import rl_config, train_set
+    from psnlib.replication.compute.runs import train_set
+    from psnlib.replication.plan.experiments import GRPO, PSN
+    from psnlib.replication.plan.profiles import get_profile
+    from psnlib.replication.plan.runs import rl_config
+    from psnlib.replication.plan.schedule import planned_work
     from psnlib.tasks import load_benchmark
     from psnlib.tasks.datasets import task_reward
     from psnlib.trainer import PSNGRPOTrainer
@@ -195,8 +197,9 @@ def baseline_tree(path: Path, commit: str) -> Path:
 
 def default_policy() -> Path:
     """The cached cpu base policy if built, else a cheaper cpu-like one (400 SFT steps), cached."""
-    from psnlib.replication.pretrain import build_policy, policy_dir
-    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.compute.pretrain import build_policy
+    from psnlib.replication.plan.policies import policy_dir
+    from psnlib.replication.plan.profiles import get_profile
 
     spec = get_profile("cpu").base
     if policy_dir(spec).exists():
@@ -209,7 +212,7 @@ def default_policy() -> Path:
 
 def scale(args: argparse.Namespace) -> dict[str, float]:
     """Factors from the measured run to one paired seed at the cpu profile."""
-    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.plan.profiles import get_profile
 
     cpu = get_profile("cpu")
     return {"train": cpu.rl_steps / args.steps, "eval": cpu.eval_problems / args.problems}

@@ -10,7 +10,7 @@ Designs (per main seed, both arms of the pair):
 - new (the ``cpu`` profile now): 100 problems x ``eval_samples`` (256); the claim reads the five
   in-distribution benchmarks, and only the profile's ``ood_seeds`` (8 of the 16 main seeds) are
   also evaluated on the two out-of-distribution ones. The plan is read from
-  ``psnlib.replication.experiments.planned_work``: the benchmarks the GRPO and PSN runs of each
+  ``psnlib.replication.plan.schedule.planned_work``: the benchmarks the GRPO and PSN runs of each
   main seed are evaluated on. Their cost is charged to the primary comparison (the evaluation its
   seeds pay; the ratio without it is printed too);
 - ``n = 128`` (one more column): the new plan at 128 samples. pass@256 cannot be estimated from
@@ -210,7 +210,8 @@ def eval_share(seed_variance: float, eval_variance: float) -> float:
 def designs(profile: Any) -> dict[str, Design]:
     """Today's design, the profile's (``planned_work``: what the GRPO and PSN runs of each main
     seed are evaluated on, averaged over seeds) and the profile's at 128 samples."""
-    from psnlib.replication.experiments import GRPO, PSN, benchmarks_of, planned_work
+    from psnlib.replication.plan.experiments import GRPO, PSN, benchmarks_of
+    from psnlib.replication.plan.schedule import planned_work
 
     ids = benchmarks_of(profile, "id")
     k = max(profile.ks)
@@ -236,8 +237,8 @@ def load_eval_policy(args: argparse.Namespace, profile: Any) -> tuple[Any, Any, 
     import torch
 
     from psnlib.models import load_policy
-    from psnlib.replication.experiments import GRPO
-    from psnlib.replication.pretrain import policy_dir
+    from psnlib.replication.plan.experiments import GRPO
+    from psnlib.replication.plan.policies import policy_dir
 
     if args.policy is not None:
         path = Path(args.policy)
@@ -253,7 +254,7 @@ def load_eval_policy(args: argparse.Namespace, profile: Any) -> tuple[Any, Any, 
 
 def base_path(profile: Any) -> Path:
     """The cached base policy's directory; exits if it is not built (it is not built here)."""
-    from psnlib.replication.pretrain import policy_dir
+    from psnlib.replication.plan.policies import policy_dir
 
     path = policy_dir(profile.base)
     if not path.exists():
@@ -270,7 +271,8 @@ def train_seconds(profile: Any, arm: str, steps: int, seed: int = 0) -> float:
     from transformers.trainer_callback import PrinterCallback
 
     from psnlib.models import load_policy
-    from psnlib.replication.runs import rl_config, train_set
+    from psnlib.replication.compute.runs import train_set
+    from psnlib.replication.plan.runs import rl_config
     from psnlib.tasks.datasets import task_reward
     from psnlib.trainer import PSNGRPOTrainer
 
@@ -300,7 +302,8 @@ def train_policy_to(profile: Any, out: Path, seed: int = 0) -> float | None:
     from transformers.trainer_callback import PrinterCallback
 
     from psnlib.models import load_policy, save_policy
-    from psnlib.replication.runs import rl_config, train_set
+    from psnlib.replication.compute.runs import train_set
+    from psnlib.replication.plan.runs import rl_config
     from psnlib.tasks.datasets import task_reward
     from psnlib.trainer import PSNGRPOTrainer
 
@@ -408,9 +411,10 @@ def cached_evaluations(profile: Any) -> dict[str, dict[int, dict[str, tuple[int,
     """Per arm, per main seed, per in-distribution benchmark: ``(n, correct counts)`` of the cached
     evaluation of the GRPO or PSN fixed run (read only; the store with the most samples per
     problem whose every in-distribution part is finished). Exits if some run has none."""
-    from psnlib.io import data_dir, read_json
-    from psnlib.replication.experiments import GRPO, PSN, benchmarks_of
-    from psnlib.replication.store import ResultStore
+    from psnlib.cache import read_json
+    from psnlib.paths import data_dir
+    from psnlib.replication.compute.store import ResultStore
+    from psnlib.replication.plan.experiments import GRPO, PSN, benchmarks_of
 
     ids = benchmarks_of(profile, "id")
     root = data_dir() / "results" / profile.name
@@ -626,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.plan.profiles import get_profile
 
     torch.set_num_threads(1)
     profile = get_profile("cpu")

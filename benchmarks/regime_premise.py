@@ -1,11 +1,11 @@
 """The premise check and the RL lift from a saved base policy (issue 16), at the cpu profile.
 
-Trains GRPO (one seed, the profile's RL settings, ``--prompts`` per step, constant learning rate
-by default as in the papers) from the base policy in DIR, then on the main
-benchmark: pass@1 and pass@max of the base and of GRPO, sigma calibrated on the GRPO checkpoint
-(``psnlib.replication.calibrate``), and ``psnlib.replication.regime.premise_check`` (noise at the
-calibrated sigmas of 0.002, 0.004, 0.008 per token against temperature). Runs and evaluations go
-under ``$PSNLIB_DATA``.
+Trains GRPO (one seed, the profile's RL settings, ``--prompts`` per step, constant learning rate by
+default as in the papers) from the base policy in DIR, then on the main benchmark: pass@1 and
+pass@max of the base and of GRPO, sigma calibrated on the GRPO checkpoint
+(``psnlib.replication.compute.calibrate``), and ``psnlib.replication.report.regime.premise_check``
+(noise at the calibrated sigmas of 0.002, 0.004, 0.008 per token against temperature). Runs and
+evaluations go under ``$PSNLIB_DATA``.
 
     OMP_NUM_THREADS=1 PSNLIB_DATA=/tmp/data python benchmarks/regime_premise.py DIR --samples 128
 
@@ -19,11 +19,11 @@ import time
 
 import torch
 
-from psnlib.replication.calibrate import calibrate_sigma, weight_rms
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import PolicySpec, get_profile
-from psnlib.replication.regime import at_equal_pass1, main_benchmark, premise_check
-from psnlib.replication.runs import train_policy
+from psnlib.replication.compute.calibrate import calibrate_sigma, weight_rms
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
+from psnlib.replication.plan.profiles import PolicySpec, get_profile
+from psnlib.replication.report.regime import at_equal_pass1, main_benchmark, premise_check
 from psnlib.tasks import load_benchmark
 
 

@@ -1,15 +1,14 @@
 """Regime probes (issue 16): how SFT length, data and size move a tiny policy's pass@1.
 
-Trains one tiny policy by SFT (psnlib.replication.pretrain's recipe: AdamW, linear warm-up, cosine
-decay to 10% over ``--steps``), and every ``--eval-every`` steps samples ``--samples`` completions
-of ``--problems`` problems of each benchmark at temperature 1 and prints pass@1 (the share of
-correct samples) and the verifier's reasons for the wrong ones. Intermediate evaluations are
-mid-schedule (the learning rate has not decayed yet), so they under-state what a run of that
-many steps would reach. Besides the verifier's reasons (shares of all samples):
-``forced_last_step`` (the first error is in the last step, which writes the target as a wrong
-result) and ``alive_before_last`` (the last attempt before its last step can still reach the
-target).
-``--save DIR`` keeps the final model (e.g. for psnlib.replication.calibrate); ``--load DIR``
+Trains one tiny policy by SFT (psnlib.replication.compute.pretrain's recipe: AdamW, linear warm-up,
+cosine decay to 10% over ``--steps``), and every ``--eval-every`` steps samples ``--samples``
+completions of ``--problems`` problems of each benchmark at temperature 1 and prints pass@1 (the
+share of correct samples) and the verifier's reasons for the wrong ones. Intermediate evaluations
+are mid-schedule (the learning rate has not decayed yet), so they under-state what a run of that
+many steps would reach. Besides the verifier's reasons (shares of all samples): ``forced_last_step``
+(the first error is in the last step, which writes the target as a wrong result) and
+``alive_before_last`` (the last attempt before its last step can still reach the target).
+``--save DIR`` keeps the final model (e.g. for psnlib.replication.compute.calibrate); ``--load DIR``
 evaluates one.
 
     OMP_NUM_THREADS=1 python benchmarks/regime_probe.py --steps 4800 --eval-every 800
@@ -26,7 +25,7 @@ from collections import Counter
 import torch
 
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.replication.pretrain import encode_sft, sft_train
+from psnlib.replication.compute.pretrain import encode_sft, sft_train
 from psnlib.sampling import generate_samples
 from psnlib.tasks import load_benchmark, sft_corpus
 from psnlib.tasks.countdown import ATTEMPT_SEP, Problem, final_attempt, verify

@@ -1,5 +1,5 @@
-"""Sigma against per-token KL on a saved policy (issue 16): ``psnlib.replication.calibrate`` on the
-main benchmark's prompts, with the sigmas given as shares of the MLP weight RMS.
+"""Sigma against per-token KL on a saved policy (issue 16): ``psnlib.replication.compute.calibrate``
+on the main benchmark's prompts, with the sigmas given as shares of the MLP weight RMS.
 
     OMP_NUM_THREADS=1 python benchmarks/regime_sigma.py DIR --problems 64 --samples 16
 """
@@ -11,7 +11,7 @@ import argparse
 import torch
 
 from psnlib.models import load_policy
-from psnlib.replication.calibrate import calibrate_sigma, weight_rms
+from psnlib.replication.compute.calibrate import calibrate_sigma, weight_rms
 from psnlib.tasks import load_benchmark
 
 

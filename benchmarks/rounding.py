@@ -34,10 +34,10 @@ def work(arm: str, seed: int, benchmark: str, out: Path) -> None:
     """Train ``arm`` (or load it) and evaluate it; write the weights and the results."""
     import warnings
 
-    from psnlib.replication.evaluation import evaluate_at_profile
-    from psnlib.replication.pretrain import base_policy
-    from psnlib.replication.profiles import get_profile
-    from psnlib.replication.runs import train_policy
+    from psnlib.replication.compute.evaluation import evaluate_at_profile
+    from psnlib.replication.compute.pretrain import base_policy
+    from psnlib.replication.compute.runs import train_policy
+    from psnlib.replication.plan.profiles import get_profile
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -101,7 +101,7 @@ def main() -> None:
     if args.worker:
         work(args.worker, args.seed, args.benchmark, args.out)
         return
-    from psnlib.replication.pretrain import base_policy
+    from psnlib.replication.compute.pretrain import base_policy
 
     policies = base_policy("cpu")[2].parent  # the shared cache of built policies
     trees = {"today": baseline_tree(args.baseline_dir, args.baseline), "new": REPO}

@@ -32,8 +32,9 @@ import torch
 from transformers import PreTrainedModel
 
 from psnlib.models import build_tokenizer, count_parameters, load_policy, tiny_policy
-from psnlib.replication.pretrain import base_policy, policy_dir
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.plan.policies import policy_dir
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.sampling import sample_tokens
 from psnlib.tasks import MAIN_BENCHMARK, load_benchmark
 

@@ -33,7 +33,7 @@ from transformers.trainer_callback import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.tasks import countdown_reward, rl_train_set
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
@@ -91,7 +91,7 @@ def make_trainer(
         config, trainer_cls = PSNGRPOConfig(**settings, sigma=0.0, use_tis=False), PSNGRPOTrainer
     elif (
         name == "psn-div"
-    ):  # Variant II as the testbed runs it (psnlib.replication.runs.ARMS["psn_div"])
+    ):  # Variant II as the testbed runs it (psnlib.replication.compute.runs.ARMS["psn_div"])
         config = PSNGRPOConfig(
             **settings,
             sigma=args.sigma,

@@ -1,4 +1,5 @@
-"""``python -m psnlib train ...`` / ``python -m psnlib eval ...`` (``psnlib.replication.cli``).
+"""``python -m psnlib train ...`` / ``python -m psnlib eval ...``
+(``psnlib.replication.compute.cli``).
 
 Output into a pipe that its reader closed (``python -m psnlib --help | head``) ends quietly, as
 other command-line tools do, not in a BrokenPipeError traceback."""
@@ -6,7 +7,7 @@ other command-line tools do, not in a BrokenPipeError traceback."""
 import os
 import sys
 
-from psnlib.replication.cli import main
+from psnlib.replication.compute.cli import main
 
 if __name__ == "__main__":
     try:

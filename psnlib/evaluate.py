@@ -1,5 +1,5 @@
 """Evaluation: sample many completions per problem, verify them exactly, score them, and keep
-the results as tidy tables (``psnlib.replication.store``), so a finished evaluation is never
+the results as tidy tables (``psnlib.replication.compute.store``), so a finished evaluation is never
 recomputed.
 
 Countdown benchmarks get the testbed's full analysis (``evaluate_policy``); a real benchmark

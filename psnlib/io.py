@@ -1,13 +1,13 @@
-"""Where data lives, and atomic writes (temp file or directory, then rename).
+"""Atomic writes (temp file or directory, then rename), and the one-line error of a failed write.
 
 Symbolic links: psnlib follows a link to read a file or directory, and follows the links among the
 directories above whatever it writes (a data directory may live on another disk behind one), but
 it never writes through a link at the path it writes, nor replaces such a link: an atomic write
 (``atomic_write_text``, ``atomic_write_json``, ``atomic_directory``, ``atomic_save``) whose
-destination is a link, a lock file (``exclusive``) that is one, and a damaged cache entry
-(``load_cached``) that is one are refused with ``WriteFailed``, naming the link; ``os.replace``
-would replace the link itself and leave its target stale, and a lock opened through one would
-overwrite its target.
+destination is a link, a lock file (``psnlib.locks.exclusive``) that is one, and a damaged cache
+entry (``psnlib.cache.load_cached``) that is one are refused with ``WriteFailed``, naming the link;
+``os.replace`` would replace the link itself and leave its target stale, and a lock opened through
+one would overwrite its target.
 
 Permissions: what psnlib writes gets the mode an ordinary ``open(path, "w")`` or ``mkdir`` gives
 a new file or directory (0666 or 0777 less the umask, or as a directory's default ACL says), not
@@ -16,37 +16,22 @@ a new file or directory (0666 or 0777 less the umask, or as a directory's defaul
 Failures: an ``OSError`` of an atomic write (a full disk, a quota, a read-only file system, a
 permission) becomes ``WriteFailed``, one line naming the path, the cause and what to do; no
 partial or temporary file is left, and the file or directory that was there is kept.
+
+Where data lives is ``psnlib.paths``; reading JSON and cache entries, ``psnlib.cache``; the lock
+of a directory, ``psnlib.locks``. This module imports only the standard library.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import secrets
 import shutil
-import socket
-import stat
-import sys
-import tempfile
-import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-
-T = TypeVar("T")
-
-
-class Damaged(ValueError):
-    """Proof that a cache entry's files are damaged: a file missing, truncated or unparsable, or
-    content of the wrong shape. Only this makes ``load_cached`` remove an entry."""
-
-
-class Busy(RuntimeError):
-    """Another live process holds the lock of a directory (``exclusive``)."""
+from typing import Any
 
 
 class WriteFailed(OSError):
@@ -104,256 +89,12 @@ def _refuse_link(
         )
 
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout, when psnlib runs from one
-_REPO_DATA = ROOT / "data"
-
-
-def data_dir() -> Path:
-    """Root for caches and results: ``$PSNLIB_DATA``, else the checkout's ``data/``.
-
-    Outside a checkout (a wheel install) it falls back to ``~/.cache/psnlib``.
-    """
-    env = os.environ.get("PSNLIB_DATA")
-    if env:
-        return Path(env)
-    if (_REPO_DATA.parent / "pyproject.toml").exists():
-        return _REPO_DATA
-    return Path.home() / ".cache" / "psnlib"
-
-
-def read_json(path: str | os.PathLike, what: str = "cache entry") -> Any | None:
-    """The JSON in ``path``; None if the file is missing, or damaged (truncated by a kill, say),
-    with a warning that names the file: a damaged cache entry is recomputed, never fatal. It is
-    read as UTF-8, whatever the locale. An error reading the file (a permission, a full file
-    table, EIO) is no proof of damage: it propagates."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_bytes())  # UTF-8 (or -16, -32), whatever the locale
-    except FileNotFoundError:
-        return None
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        warnings.warn(f"ignoring the damaged {what} {path}: {err}", stacklevel=2)
-        return None
-
-
-def load_json(path: str | os.PathLike) -> Any:
-    """The JSON in a cache entry's file; ``Damaged`` (naming the file) if it is missing, is a
-    directory, or does not parse. Any other ``OSError`` propagates: it is no proof of damage."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_bytes())  # UTF-8 (or -16, -32), whatever the locale
-    except (FileNotFoundError, NotADirectoryError) as err:
-        raise Damaged(f"{path} is missing") from err
-    except IsADirectoryError as err:
-        raise Damaged(f"{path} is a directory, not a file") from err
-    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise Damaged(f"{path} does not parse: {err}") from err
-
-
 def _inside(name: str | bytes | None, directory: Path) -> bool:
     """Whether the file ``name`` (an ``OSError``'s ``filename``) is ``directory`` or in it."""
     if name is None:
         return False
     file = os.path.abspath(os.fsdecode(name))
     return os.path.commonpath([file, os.path.abspath(directory)]) == os.path.abspath(directory)
-
-
-def load_cached(path: str | os.PathLike, load: Callable[[Path], T], what: str) -> T | None:
-    """``load(path)`` of a cache entry (a directory), or None if it is damaged: then the entry
-    is removed, with a warning naming it, so that the caller recomputes it. Damage is ``Damaged``
-    raised by ``load``, a file (anything but a directory) at ``path``, or a directory where the
-    entry should hold a file or the reverse (``IsADirectoryError`` or ``NotADirectoryError``
-    naming a file in it): psnlib writes none of these. Any other error (a memory shortage, a
-    full file table, a permission) propagates and removes nothing: only proof of damage may
-    delete finished work. A damaged entry that is a symbolic link is not removed (psnlib never
-    writes through one): ``WriteFailed`` names it."""
-    path = Path(path)
-    try:
-        if os.path.lexists(path) and not path.is_dir():
-            raise Damaged(f"{path} is not a directory")
-        return load(path)
-    except Damaged as err:
-        damage = str(err)
-    except (IsADirectoryError, NotADirectoryError) as err:
-        if not _inside(err.filename, path):
-            raise
-        kind = "a directory" if isinstance(err, IsADirectoryError) else "not a directory"
-        damage = f"{os.fsdecode(err.filename)} is {kind}"
-    if path.is_symlink():
-        raise WriteFailed(
-            errno.ELOOP,
-            f"refusing to remove the damaged {what} {path} ({damage}): it is a symbolic link (to "
-            f"{os.readlink(path)}), and psnlib never writes through one; remove or repair it and "
-            "run again",
-            str(path),
-        )
-    warnings.warn(f"removing the damaged {what} {path} ({damage}); recomputing it", stacklevel=2)
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-    return None
-
-
-def lock_path(directory: str | os.PathLike) -> Path:
-    """The lock file of ``directory`` (``exclusive``): ``<directory>.lock``, beside it, so that
-    the directory itself can be replaced atomically while the lock is held."""
-    directory = Path(os.path.abspath(directory))
-    return directory.with_name(directory.name + ".lock")
-
-
-def _owner(record: Any) -> str:
-    """Who a lock file's record says holds it."""
-    if not isinstance(record, dict):
-        return "an unknown process (its record is unreadable)"
-    return (
-        f"pid {record.get('pid')} on {record.get('host')} ({record.get('what')}; since "
-        f"{record.get('started')}; command: {record.get('command')})"
-    )
-
-
-def _record(raw: bytes) -> Any:
-    """A lock file's record, or None where it is empty or damaged."""
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
-def _open_lock(lock: Path) -> int:
-    """A descriptor of the lock file ``lock``, made if missing with the mode ``open`` gives a new
-    file (0666 less the umask), so that a group sharing the directory can take it too.
-    ``WriteFailed`` naming it if it is a symbolic link (never followed: its target would be
-    overwritten), is not a regular file, or cannot be opened for writing."""
-    _refuse_link(lock, "the lock file", "remove the link")
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        fd = os.open(lock, flags, 0o666)
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # made a link since the check above
-            _refuse_link(lock, "the lock file", "remove the link")
-        raise _failed(lock, err) from err
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise WriteFailed(
-            errno.EEXIST,
-            f"cannot use the lock file {lock}: it is not a regular file; remove it and run again",
-            str(lock),
-        )
-    return fd
-
-
-def _lock_file(lock: Path) -> int | None:
-    """A descriptor of ``lock`` flocked by this process, or None while another process holds it."""
-    while True:
-        fd = _open_lock(lock)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held, current = os.fstat(fd), os.lstat(lock)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except FileNotFoundError:
-            os.close(fd)
-            continue
-        except BaseException:
-            os.close(fd)
-            raise
-        if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
-            return fd
-        os.close(fd)  # its owner removed it before releasing it: lock the file now there
-
-
-def _acquire(lock: Path, what: str, wait: bool, poll: float) -> int:
-    """A descriptor of ``lock``, flocked by this process and holding its record."""
-    me = {"pid": os.getpid(), "host": socket.gethostname()}
-    waiting = False
-    while (fd := _lock_file(lock)) is None:
-        try:
-            record = _record(lock.read_bytes())
-        except FileNotFoundError:  # released just now
-            continue
-        owner = _owner(record)
-        if not wait:
-            raise Busy(f"{lock} is held by {owner}")
-        if isinstance(record, dict) and {k: record.get(k) for k in me} == me:
-            raise Busy(f"{lock} is held by this process, {owner}: waiting would never end")
-        if not waiting:
-            warnings.warn(f"waiting for {owner}, which holds {lock}", stacklevel=4)
-            waiting = True
-        time.sleep(poll)
-    left = os.pread(fd, os.fstat(fd).st_size, 0)
-    if left:  # a live owner keeps its flock until it has removed the file
-        warnings.warn(
-            f"taking over the stale lock {lock}: its owner, {_owner(_record(left))}, no longer "
-            "holds it",
-            stacklevel=4,
-        )
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    record = {**me, "started": started, "what": what, "command": " ".join(sys.argv)}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(record).encode(), 0)
-    return fd
-
-
-def check_writable(path: str | os.PathLike, what: str) -> Path:
-    """``path`` if it is a directory this process can write in, or one it can make; else a
-    ValueError naming it. Checked by creating (and removing) a temporary file in it, or in its
-    nearest existing parent: nothing is left behind."""
-    path = Path(path)
-    dangling = next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
-    if dangling is not None:
-        raise ValueError(
-            f"{what} {str(path)!r} cannot be made: {str(dangling)!r} is a symbolic link to "
-            f"{os.readlink(dangling)!r}, which does not exist; make its target or remove the link"
-        )
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise ValueError(
-            f"{what} {str(path)!r} cannot be made: {str(existing)!r} is a file; pass a writable "
-            "directory"
-        )
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise ValueError(
-            f"{what} {str(path)!r}: cannot write in {str(existing)!r} ({err.strerror}); pass a "
-            "writable directory"
-        ) from err
-    return path
-
-
-def check_data_dir() -> Path:
-    """The data directory (``data_dir``: caches, runs, results) if it can be written,
-    else a ValueError naming it: before any work, which would otherwise be lost."""
-    what = "PSNLIB_DATA" if os.environ.get("PSNLIB_DATA") else "the data directory"
-    return check_writable(data_dir(), what)
-
-
-@contextmanager
-def exclusive(
-    directory: str | os.PathLike, what: str, wait: bool = False, poll: float = 0.5
-) -> Iterator[None]:
-    """Run the block as the only process working on ``directory``.
-
-    The lock is ``<directory>.lock`` (``lock_path``), held with ``flock``: the kernel releases it
-    when its process dies, so a killed owner never blocks anyone (a reused pid cannot either).
-    It holds the owner's record, JSON with its pid, host, start time, ``what`` it does and its
-    command line, which names the owner when the lock is busy: ``Busy`` if ``wait`` is False,
-    else a warning, then a poll every ``poll`` seconds until it is free. A lock file left by a
-    killed owner is taken over with a warning naming that owner. The file is removed when the
-    block ends. A lock file that is a symbolic link is refused (``WriteFailed``), never followed:
-    its target would be overwritten."""
-    lock = lock_path(directory)
-    check_writable(lock.parent, "the directory of")  # before any work, which would be lost
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(lock, what, wait, poll)
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)  # before the flock goes: a waiter then finds a new file
-        os.close(fd)
 
 
 def _temp_name(path: Path) -> Path:

@@ -29,7 +29,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from psnlib.io import Damaged, atomic_save, atomic_write_json, load_json
+from psnlib.cache import Damaged, load_json
+from psnlib.io import atomic_save, atomic_write_json
 from psnlib.tasks.countdown import CHARSET
 
 META_FILE = "psnlib_meta.json"  # how a policy was built (written beside the weights)

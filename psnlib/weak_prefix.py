@@ -36,7 +36,9 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from psnlib.io import atomic_write_json, data_dir, read_json
+from psnlib.cache import read_json
+from psnlib.io import atomic_write_json
+from psnlib.paths import data_dir
 from psnlib.sampling import generate_samples
 from psnlib.tasks.countdown import ATTEMPT_SEP
 

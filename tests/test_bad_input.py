@@ -4,8 +4,8 @@ directory of the command line (its recorded settings), counts, and bf16 on a CPU
 
 Bad input is tried at the command line (``python -m psnlib train|eval``, a ``--config`` file),
 ``python -m psnlib.replication.reproduce``, notebook parameters (as papermill sets them) and the
-Python API (``psnlib.replication.experiments``); the ``no_work`` fixture fails a test that loads,
-trains, prepares or runs anything."""
+Python API (``psnlib.replication.plan.experiments``); the ``no_work`` fixture fails a test that
+loads, trains, prepares or runs anything."""
 
 import json
 import re
@@ -27,12 +27,17 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from psnlib import evaluate, sampling
 from psnlib.evaluate import evaluate_policy
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.replication import cli, experiments, model_checks, notebook, pretrain, reproduce, runs
-from psnlib.replication.cli import main
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import rl_config, run_dir, train_policy
-from psnlib.replication.store import ResultStore
+from psnlib.replication import reproduce
+from psnlib.replication.analysis import summaries
+from psnlib.replication.compute import cli, model_checks, pretrain, runs
+from psnlib.replication.compute.cli import main
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
+from psnlib.replication.compute.store import ResultStore
+from psnlib.replication.plan import experiments
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.runs import rl_config, run_dir
+from psnlib.replication.report import notebook
 from psnlib.tasks import task_reward
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer
 
@@ -91,7 +96,7 @@ def test_cli_refuses_an_unrecorded_run_directory(tmp_path, capsys):
 def test_a_checkpoint_at_max_steps_is_loaded_not_trained_on(data, monkeypatch):
     """A kill between the last checkpoint and the cache save: the run is finished from its
     checkpoint, with max_steps rows under its max_steps key."""
-    from psnlib.replication import runs
+    from psnlib.replication.compute import runs
 
     real_save = runs.save_run
     monkeypatch.setattr(runs, "save_run", lambda *a, **k: pytest.fail("killed"))
@@ -563,12 +568,12 @@ def test_a_notebook_parameter_of_the_wrong_kind_is_named(name, value, message, n
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: experiments.run("main_results", "smoke", seeds="(0, 1)"),
-        lambda: experiments.main_results(get_profile("smoke")).run([-1], progress=False),
+        lambda: summaries.read(experiments.plan("main_results", "smoke"), seeds="(0, 1)"),
+        lambda: summaries.read(experiments.main_results(get_profile("smoke")), [-1], False),
         lambda: experiments.main_results(get_profile("smoke")).work("01"),
-        lambda: experiments.tis_ablation(get_profile("smoke")).pending((0, 1.5)),
+        lambda: experiments.tis_ablation(get_profile("smoke")).work((0, 1.5)),
     ],
-    ids=["run string", "Plan.run negative", "Plan.work string", "Plan.pending float"],
+    ids=["read string", "read negative", "Plan.work string", "Plan.work float"],
 )
 def test_the_python_api_refuses_bad_seeds_before_any_work(call, no_work):
     with pytest.raises(ValueError, match=r"seeds must be None or a non-empty list") as error:
@@ -578,7 +583,7 @@ def test_the_python_api_refuses_bad_seeds_before_any_work(call, no_work):
 
 def test_an_unknown_experiment_is_named(no_work):
     with pytest.raises(ValueError, match=r"unknown experiment 'nosuch'; allowed: \["):
-        experiments.run("nosuch", "smoke")
+        experiments.plan("nosuch", "smoke")
 
 
 def test_a_start_that_fails_before_training_does_not_lock_its_run_directory(
@@ -607,7 +612,7 @@ def test_a_start_that_fails_before_training_does_not_lock_its_run_directory(
 def test_a_second_train_into_a_busy_output_dir_is_refused_naming_the_owner(no_work, capsys):
     out = no_work / "run"
     holder = (
-        "import sys, time\nfrom psnlib.io import exclusive\n"
+        "import sys, time\nfrom psnlib.locks import exclusive\n"
         f"with exclusive({str(out)!r}, 'the first train'):\n"
         "    print('holding', flush=True)\n    time.sleep(120)\n"
     )

@@ -23,8 +23,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from psnlib.replication import experiments, jobs, ledger
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute import jobs
+from psnlib.replication.plan import experiments, schedule
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_quickstart.ipynb"
 CHROMIUM = Path(os.environ.get("PSNLIB_CHROMIUM", "/usr/bin/chromium"))
@@ -50,7 +52,9 @@ def _records_of_notebook_00(root: Path) -> None:
     base policy's (its pass@k) and PSN fixed's at the first seed (its training log)."""
     smoke = get_profile("smoke")
     wanted = {experiments.BASE_POLICY.label, experiments.PSN.label}
-    tasks = [t for t in jobs.tasks(smoke) if t.variant.label in wanted and t.seed == smoke.seeds[0]]
+    tasks = [
+        t for t in schedule.tasks(smoke) if t.variant.label in wanted and t.seed == smoke.seeds[0]
+    ]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PSNLIB_DATA", str(root / "data"))
         mp.setenv(ledger.RESULTS_ENV, str(root / "results"))

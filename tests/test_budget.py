@@ -1,11 +1,14 @@
-"""psnlib.replication.budget: what an experiment still has to compute (the plans only read the
-ledger) and the SFT builds still to make, said before they start."""
+"""psnlib.replication.compute.budget: what an experiment still has to compute (the plans only read
+the ledger) and the SFT builds still to make, said before they start."""
 
 import pytest
 
-from psnlib.replication import budget, experiments, ledger, variants
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.records import MissingRecords
+from psnlib.replication.analysis import summaries
+from psnlib.replication.compute import budget, runs
+from psnlib.replication.plan import experiments
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
+from psnlib.replication.records.missing import MissingRecords
 
 SMOKE = get_profile("smoke")
 
@@ -20,16 +23,16 @@ def test_a_fresh_plan_is_all_pending_and_running_it_names_what_is_missing_comput
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     plan = experiments.main_results(SMOKE)
-    todo = plan.pending()
+    todo = budget.pending(plan.profile, plan.work())
     assert len(todo) == 1 + 3 * len(plan.seeds)  # base once, three arms at every seed
     assert todo["train"].all() and (todo["evaluations"] == len(plan.benchmarks)).all()
 
     def train(*args, **kwargs):
         raise AssertionError("a plan's run trained a policy")
 
-    monkeypatch.setattr(variants, "load_variant", train)
+    monkeypatch.setattr(runs, "load_variant", train)
     with pytest.raises(MissingRecords, match="GRPO seed 0"):
-        plan.run(progress=False)
+        summaries.read(plan, progress=False)
 
 
 def test_unbuilt_policies_are_announced_with_their_measured_sft_time(tmp_path, monkeypatch):

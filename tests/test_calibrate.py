@@ -7,7 +7,7 @@ then flatter), so the calibration is tested where its local fit holds: sigmas ar
 import pytest
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.calibrate import calibrate_sigma, kl_at_sigma, weight_rms
+from psnlib.replication.compute.calibrate import calibrate_sigma, kl_at_sigma, weight_rms
 
 # floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)
 pytestmark = pytest.mark.floats

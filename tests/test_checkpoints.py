@@ -17,7 +17,7 @@ from conftest import CHECKPOINTED, PROMPTS, distinct_chars, tiny_settings, tiny_
 from datasets import Dataset
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.runs import fit
+from psnlib.replication.compute.runs import fit
 from psnlib.trainer import PSNGRPOConfig, PSNGRPOTrainer, checkpoints
 from psnlib.trainer.checkpoints import (
     STAGING,

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication import claim_stats
-from psnlib.replication.claim import Claim, NotRun
-from psnlib.replication.claim_stats import (
+from psnlib.replication.analysis import claim_stats, summaries
+from psnlib.replication.analysis.claim import Claim, NotRun
+from psnlib.replication.analysis.claim_stats import (
     DIVERSITY,
     ENTROPY,
     GAIN_GROWTH,
@@ -20,28 +20,27 @@ from psnlib.replication.claim_stats import (
     THROUGHPUT,
     Statistic,
 )
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.claims_psn import PASS_ON_GRPO_PATH
-from psnlib.replication.experiments import (
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.claims_psn import PASS_ON_GRPO_PATH
+from psnlib.replication.analysis.verdicts import NONINFERIOR
+from psnlib.replication.plan.experiments import (
     BASE_POLICY,
     GRPO,
     PSN,
-    Plan,
     across_models,
     benchmarks_of,
     main_results,
 )
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import (
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.variants import model_name
+from psnlib.replication.report.results import (
     check_claim,
     claims_markdown,
     discussion,
     judge,
     results_markdown,
 )
-from psnlib.replication.results import timing_summary as no_timing
-from psnlib.replication.variants import model_name
-from psnlib.replication.verdicts import NONINFERIOR
+from psnlib.replication.report.results import timing_summary as no_timing
 
 SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -344,7 +343,9 @@ def test_every_claim_of_the_issue_has_a_row():
     }
     assert wanted <= set(BY_NAME), sorted(wanted - set(BY_NAME))
     declared = {s for s in vars(claim_stats).values() if isinstance(s, Statistic)}
-    declared.add(PASS_ON_GRPO_PATH)  # GRPO's measured frontier (psnlib.replication.frontier)
+    declared.add(
+        PASS_ON_GRPO_PATH
+    )  # GRPO's measured frontier (psnlib.replication.analysis.frontier)
     assert {c.statistic for c in CLAIMS} == declared  # every statistic is used
 
 
@@ -402,7 +403,7 @@ def test_results_md_names_the_benchmarks_of_each_row_and_of_the_ablations():
 
 
 def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(monkeypatch):
-    import psnlib.replication.results as results
+    import psnlib.replication.report.results as results
 
     _, _, problems = _table()
     labels = {A: "PSN adaptive II", B: "PSN fixed"}
@@ -416,7 +417,7 @@ def test_evaluate_claims_passes_the_logs_and_runs_nothing_for_a_claim_not_run(mo
         ran.append(plan.name)
         return {"problems": problems, "logs": logs}
 
-    monkeypatch.setattr(Plan, "run", fake_run)
+    monkeypatch.setattr(summaries, "read", fake_run)
     claims = (
         BY_NAME["PSN raises pass@256 on a third base model"],
         BY_NAME["Variant II costs at most ~8% throughput"],

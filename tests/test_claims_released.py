@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.claim import EQUIVALENCE_SHARE, NotRun
-from psnlib.replication.claim_stats import (
+from psnlib.replication.analysis.claim import EQUIVALENCE_SHARE, NotRun
+from psnlib.replication.analysis.claim_stats import (
     PASS_AT_EQUAL_PASS_1,
     PASS_AT_MAX,
     frontier_differences,
     frontier_interval,
     frontier_slope,
 )
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.experiments import (
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.plan.experiments import (
     GRPO,
     PSN,
     PSN_DIV,
@@ -32,8 +32,8 @@ from psnlib.replication.experiments import (
     released_replicas,
     rollout_temperature,
 )
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import check_claim, claims_markdown, evaluate_claims, judge
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report.results import check_claim, claims_markdown, evaluate_claims, judge
 
 SMOKE, CPU = get_profile("smoke"), get_profile("cpu")  # smoke: n = 16, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -391,9 +391,11 @@ def test_weak_prefix_pass1_is_equal_within_the_one_margin_rule():
 
 
 def test_the_premise_claim_pairs_noise_and_temperature_over_the_checkpoints(monkeypatch):
-    """The premise's plan evaluates (psnlib.replication.premise); here its run returns hand-made
-    problems of four checkpoints, and the claim pairs them checkpoint by checkpoint."""
-    from psnlib.replication import premise
+    """The premise's tables are read from the ledger (psnlib.replication.analysis.premise_tables);
+    here its read returns hand-made problems of four checkpoints, and the claim pairs them
+    checkpoint by checkpoint."""
+    from psnlib.replication.analysis import premise_tables
+    from psnlib.replication.plan import premise
 
     claim = BY_NAME["Noise beats temperature at equal pass@1"]
     assert (claim.experiment, claim.ours, claim.theirs) == (
@@ -418,7 +420,7 @@ def test_the_premise_claim_pairs_noise_and_temperature_over_the_checkpoints(monk
         ran.append((plan.name, plan.benchmarks))
         return {"problems": pd.DataFrame(rows)}  # an evaluation only: no training logs
 
-    monkeypatch.setattr(premise.PremisePlan, "run", run)
+    monkeypatch.setattr(premise_tables, "read", run)
     (row,) = evaluate_claims(SMOKE, (claim,)).to_dict("records")
     assert ran == [("premise", (main,))]
     per_seed = [
@@ -439,7 +441,7 @@ def test_the_paper_vs_released_code_table_names_what_the_testbed_cannot_copy():
     ~21 PPO updates per rollout batch, neither of which the cpu testbed copies; the README's
     0.004 belongs to its adaptive example too, the launcher's default is 0.001 held fixed; the
     per-replica draws are tested by their claim."""
-    from psnlib.replication.code_differences import CODE_DIFFERENCES
+    from psnlib.replication.analysis.code_differences import CODE_DIFFERENCES
 
     rows = {d.what: d for d in CODE_DIFFERENCES}
     for d in CODE_DIFFERENCES:

@@ -14,10 +14,10 @@ from accelerate.commands.launch import launch_command_parser
 from safetensors.torch import load_file
 
 from psnlib.models import META_FILE, build_tokenizer, save_policy, tiny_policy
-from psnlib.replication import model_checks
-from psnlib.replication.cli import main, parse_train, plan_train
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import rl_config
+from psnlib.replication.compute import model_checks
+from psnlib.replication.compute.cli import main, parse_train, plan_train
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.runs import rl_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs" / "accelerate"

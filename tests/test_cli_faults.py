@@ -26,9 +26,10 @@ from test_bad_input import fails, fake_hub
 from transformers.integrations import get_available_reporting_integrations
 
 from psnlib import io as psnlib_io
+from psnlib import paths as psnlib_paths
 from psnlib.models import META_FILE, build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.replication import cli, model_checks, pretrain, runs, store
-from psnlib.replication.cli import main
+from psnlib.replication.compute import cli, model_checks, pretrain, runs, store
+from psnlib.replication.compute.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -125,7 +126,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture
 def read_only(monkeypatch):
     """``read_only(root)`` makes ``root`` read-only: no write bits, and (as root ignores them)
-    the temporary file ``psnlib.io.check_writable`` tries there refused as the kernel refuses a
+    the temporary file ``psnlib.paths.check_writable`` tries there refused as the kernel refuses a
     user; the bits are restored after the test."""
     made: list[Path] = []
     real = tempfile.TemporaryFile
@@ -136,7 +137,7 @@ def read_only(monkeypatch):
         return real(*args, dir=dir, **kwargs)
 
     shim = SimpleNamespace(**{**vars(tempfile), "TemporaryFile": refuse_inside})
-    monkeypatch.setattr(psnlib_io, "tempfile", shim)
+    monkeypatch.setattr(psnlib_paths, "tempfile", shim)
 
     def make(root: Path) -> Path:
         for path in [root, *root.rglob("*")]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from psnlib.replication import codeversion
+from psnlib.replication.records import codeversion
 from psnlib.response_metrics import distinct_forms
 from psnlib.tasks.countdown import canonical_form, final_attempt
 
@@ -42,7 +42,7 @@ def test_a_correct_completion_with_an_earlier_attempt_is_read_at_its_last():
 def test_the_digests_do_not_follow_their_own_bookkeeping():
     """``codeversion`` computes no result: pinning a digest in it must not move that digest."""
     for kind, roots in codeversion.ROOTS.items():
-        assert "psnlib.replication.codeversion" not in codeversion.closure(roots), kind
+        assert "psnlib.replication.records.codeversion" not in codeversion.closure(roots), kind
 
 
 def test_an_edit_of_the_task_moves_every_kinds_digest(tmp_path, monkeypatch):
@@ -51,7 +51,7 @@ def test_an_edit_of_the_task_moves_every_kinds_digest(tmp_path, monkeypatch):
     shutil.copytree(codeversion.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(codeversion, "PACKAGE", copy)
     before = {kind: codeversion.code_digest(kind) for kind in codeversion.VERSIONS}
-    jobs = copy / "replication" / "jobs.py"
+    jobs = copy / "replication" / "compute" / "jobs.py"
     stored = "    ledger.write(record)\n"
     assert stored in jobs.read_text()
     jobs.write_text(jobs.read_text().replace(stored, '    record["extra"] = 1\n' + stored))

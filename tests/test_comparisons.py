@@ -9,7 +9,7 @@ import pytest
 from conftest import tiny_trainer
 
 from psnlib.noise import EVERY_PARAMETER
-from psnlib.replication.experiments import (
+from psnlib.replication.plan.experiments import (
     PLANS,
     PSN_RELEASED,
     PSN_RELEASED_FIXED,
@@ -19,8 +19,8 @@ from psnlib.replication.experiments import (
     released_replicas,
     rollout_temperature,
 )
-from psnlib.replication.profiles import RELEASED_SIGMA, get_profile
-from psnlib.replication.variants import BASE
+from psnlib.replication.plan.profiles import RELEASED_SIGMA, get_profile
+from psnlib.replication.plan.variants import BASE
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 CPU = get_profile("cpu")

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from psnlib.models import load_saved_policy
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.runs import train_policy
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal
@@ -29,7 +29,7 @@ TRAIN = """
 import hashlib, json, sys, time
 from pathlib import Path
 import torch
-from psnlib.replication import runs
+from psnlib.replication.compute import runs
 
 training, go = sys.argv[1:3]
 if training:  # the first process: say that it trains, then wait to be let go

@@ -1,6 +1,6 @@
 """The committed files under data/countdown/ are exactly the splits the code generates."""
 
-from psnlib.replication.export import DATA_DIR, main, split_files
+from psnlib.replication.report.export import DATA_DIR, main, split_files
 
 
 def test_committed_splits_regenerate_byte_for_byte(tmp_path):

@@ -10,20 +10,17 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication import aggregates
-from psnlib.replication.claim import (
+from psnlib.replication.analysis import aggregates
+from psnlib.replication.analysis.claim import (
     NOT_COMPARABLE,
     NULL_FAILED,
     PSN_CONFIRMATORY,
     PSN_SECONDARY,
     Claim,
 )
-from psnlib.replication.claim_stats import PASS_AT_1
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.experiments import GRPO, PSN, main_results
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import check_claim, judge
-from psnlib.replication.verdicts import (
+from psnlib.replication.analysis.claim_stats import PASS_AT_1
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.verdicts import (
     EQUIVALENT,
     NONINFERIOR,
     SUPERIOR,
@@ -32,6 +29,9 @@ from psnlib.replication.verdicts import (
     p_value,
     paired_t_interval,
 )
+from psnlib.replication.plan.experiments import GRPO, PSN, main_results
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report.results import check_claim, judge
 
 SMOKE = get_profile("smoke")
 BY_NAME = {c.name: c for c in CLAIMS}

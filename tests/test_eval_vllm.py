@@ -8,9 +8,9 @@ import pytest
 
 import psnlib.sampling as sampling
 from psnlib.models import build_tokenizer, save_policy, tiny_policy
-from psnlib.replication.cli import main, plan_eval
-from psnlib.replication.evaluation import eval_config
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.cli import main, plan_eval
+from psnlib.replication.compute.evaluation import eval_config
+from psnlib.replication.plan.profiles import get_profile
 
 ANSWER = "1+2=3"  # a completion the fake engine gives every sample
 

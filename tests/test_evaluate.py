@@ -11,10 +11,10 @@ from psnlib import evaluate
 from psnlib.evaluate import evaluate_policy
 from psnlib.metrics import pass_at_k
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication import evaluation
-from psnlib.replication.evaluation import evaluate_benchmarks
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.store import ResultStore
+from psnlib.replication.compute import evaluation
+from psnlib.replication.compute.evaluation import evaluate_benchmarks
+from psnlib.replication.compute.store import ResultStore
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.sampling import Samples, generate_samples
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, verify

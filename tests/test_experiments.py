@@ -4,11 +4,16 @@ the smoke profile: they read the run ledger's records and never train (a missing
 
 import pytest
 
-from psnlib.replication import experiments, jobs, ledger, probes, runs, variants
-from psnlib.replication.experiments import BASE_POLICY, GRPO, PLANS, PSN, planned_runs
-from psnlib.replication.profiles import PROFILES, get_profile
-from psnlib.replication.records import MissingRecords
-from psnlib.replication.variants import BASE, Variant, compare
+from psnlib.replication.analysis import probe_tables, summaries
+from psnlib.replication.compute import jobs, runs
+from psnlib.replication.plan import experiments, schedule
+from psnlib.replication.plan.experiments import BASE_POLICY, GRPO, PLANS, PSN
+from psnlib.replication.plan.profiles import PROFILES, get_profile
+from psnlib.replication.plan.schedule import planned_runs
+from psnlib.replication.plan.variants import BASE, Variant
+from psnlib.replication.records import ledger
+from psnlib.replication.records.missing import MissingRecords
+from psnlib.replication.records.tables import compare
 from psnlib.tasks.countdown import Problem
 
 
@@ -70,7 +75,7 @@ def _no_compute(monkeypatch) -> None:
     """Training or sampling from now on fails the test."""
     monkeypatch.setattr(runs, "PSNGRPOTrainer", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.setattr(runs, "train_policy", lambda *a, **k: pytest.fail("trained"))
-    monkeypatch.setattr(variants, "load_variant", lambda *a, **k: pytest.fail("loaded a policy"))
+    monkeypatch.setattr(runs, "load_variant", lambda *a, **k: pytest.fail("loaded a policy"))
     monkeypatch.setattr("psnlib.evaluate.sample_prompts", lambda *a, **k: pytest.fail("sampled"))
 
 
@@ -83,7 +88,7 @@ def test_compare_reads_the_records_and_trains_nothing(smoke_data, monkeypatch):
     smoke, benchmarks = get_profile("smoke"), ("countdown-l1",)
     for v in variants_:
         for seed in v.seeds((0, 1)):
-            jobs.run_task(smoke, jobs.Task(v, seed, benchmarks))  # what make reproduce does
+            jobs.run_task(smoke, schedule.Task(v, seed, benchmarks))  # what make reproduce does
     _no_compute(monkeypatch)
     tables = compare("smoke", variants_, (0, 1), benchmarks)
     curves, problems, logs = tables["curves"], tables["problems"], tables["logs"]
@@ -106,7 +111,7 @@ def test_compare_names_every_missing_record_and_trains_nothing(smoke_data, monke
     with pytest.raises(MissingRecords, match=r"\['base seed 0', 'GRPO seed 0', 'GRPO seed 1'\]"):
         compare("smoke", [BASE_POLICY, GRPO], (0, 1), ("countdown-l1",))
     with pytest.raises(MissingRecords, match=r"no usable record of \['base seed 0', 'GRPO seed 0"):
-        experiments.rl_narrows_coverage(get_profile("smoke")).run(seeds=(0,), progress=False)
+        summaries.read(experiments.rl_narrows_coverage(get_profile("smoke")), (0,), False)
 
 
 def test_experiments_are_documented_functions_returning_their_plan():
@@ -161,13 +166,13 @@ def test_probes_name_what_no_record_holds_and_compute_nothing(smoke_data, monkey
     _no_compute(monkeypatch)
     smoke = get_profile("smoke")
     for read in (
-        lambda: probes.testbed(smoke),
-        lambda: probes.prefix_quality_table(smoke),
-        lambda: probes.base_temperatures(smoke),
-        lambda: probes.calibration(smoke),
-        lambda: probes.side_by_side(smoke, [BASE_POLICY], Problem((7, 3, 5, 4), 22)),
+        lambda: probe_tables.testbed(smoke),
+        lambda: probe_tables.prefix_quality_table(smoke),
+        lambda: probe_tables.base_temperatures(smoke),
+        lambda: probe_tables.calibration(smoke),
+        lambda: probe_tables.side_by_side(smoke, [BASE_POLICY], Problem((7, 3, 5, 4), 22)),
     ):
         with pytest.raises(MissingRecords, match=r"no usable record of \['(base|GRPO) seed 0 \("):
             read()
     with pytest.raises(MissingRecords, match="at seed 0 only, not 1"):
-        probes.calibration(smoke, 1)
+        probe_tables.calibration(smoke, 1)

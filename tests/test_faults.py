@@ -20,10 +20,11 @@ import pytest
 from safetensors.torch import load_file
 
 from psnlib.models import META_FILE
-from psnlib.replication.cli import main
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import run_dir, train_policy
+from psnlib.replication.compute.cli import main
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.runs import run_dir
 from psnlib.tasks import task_reward
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -34,7 +35,7 @@ KILLER = """
 import os, signal, sys
 import torch, transformers
 from psnlib.trainer import checkpoints, trainer
-from psnlib.replication import cli, runs
+from psnlib.replication.compute import cli, runs
 
 entry, point, step, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 

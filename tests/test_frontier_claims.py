@@ -1,5 +1,5 @@
 """GRPO's training path as a claim's statistic (``frontier.OnGRPOPath``, the claims "... on GRPO's
-training path") and the paths read from the run ledger (``jobs.training_paths``), on hand-made
+training path") and the paths read from the run ledger (``frontier.training_paths``), on hand-made
 tables and records: every asserted number is derived by hand in the test."""
 
 import dataclasses
@@ -10,14 +10,18 @@ import pytest
 from test_frontier import T_975_2, _tables
 from test_results import _row
 
-from psnlib.replication import experiments, frontier, jobs, ledger
-from psnlib.replication.claim import NOT_RUN
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.claims_psn import PASS_ON_GRPO_PATH, on_grpo_path
-from psnlib.replication.frontier import OnGRPOPath
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import check_claim, judge, results_markdown, timing_summary
-from psnlib.replication.results_text import slopes_markdown
+from psnlib.replication.analysis import frontier
+from psnlib.replication.analysis.claim import NOT_RUN
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.claims_psn import PASS_ON_GRPO_PATH, on_grpo_path
+from psnlib.replication.analysis.frontier import OnGRPOPath
+from psnlib.replication.compute import jobs
+from psnlib.replication.plan import experiments, schedule
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
+from psnlib.replication.records.missing import MissingRecords
+from psnlib.replication.report.results import check_claim, judge, results_markdown, timing_summary
+from psnlib.replication.report.results_text import slopes_markdown
 
 SMOKE = get_profile("smoke")  # ks 1 .. 16
 PSN = experiments.PSN.label
@@ -62,7 +66,7 @@ PATHS = pd.DataFrame(
 def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
     calls = []
 
-    def paths(profile, benchmarks, seeds):  # jobs.training_paths' signature: a reader
+    def paths(profile, benchmarks, seeds):  # frontier.training_paths' signature: a reader
         calls.append((profile.name, benchmarks, sorted(seeds)))
         return PATHS[PATHS["seed"].isin(seeds)]
 
@@ -91,13 +95,13 @@ def test_the_gap_to_grpos_path_is_a_claims_statistic_with_a_paired_t_interval():
 
 def test_a_path_claim_without_the_records_is_not_run_and_computes_nothing(tmp_path, monkeypatch):
     def missing(profile, benchmarks, seeds):
-        raise jobs.MissingRecords("no usable record of ['GRPO seed 0 (...)'] in results/smoke")
+        raise MissingRecords("no usable record of ['GRPO seed 0 (...)'] in results/smoke")
 
     stat = OnGRPOPath("pass@max on GRPO's training path", "points", paths=missing, reference="GRPO")
     claim = on_grpo_path(next(c for c in CLAIMS if c.name == "PSN raises pass@256"))
     row = check_claim(dataclasses.replace(claim, statistic=stat), PROBLEMS, SMOKE)
     assert row["verdict"] == NOT_RUN and row["seeds"] == 0
-    # the claims' own reader (jobs.training_paths) on an empty ledger: not run, not a TypeError
+    # the claims' own reader (frontier.training_paths) on an empty ledger: not run, not a TypeError
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     real = check_claim(dataclasses.replace(claim, statistic=PASS_ON_GRPO_PATH), PROBLEMS, SMOKE)
     assert real["verdict"] == NOT_RUN and "no usable record" in real["note"]
@@ -134,11 +138,11 @@ def test_training_paths_read_the_ledger_and_name_what_is_missing_computing_nothi
 ):
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     plan = [
-        jobs.Task(experiments.BASE_POLICY, 0, ("b",)),
-        jobs.Task(experiments.GRPO, 0, ("b",), path=(2,)),
-        jobs.Task(experiments.GRPO, 1, ("b",), path=(2,)),
+        schedule.Task(experiments.BASE_POLICY, 0, ("b",)),
+        schedule.Task(experiments.GRPO, 0, ("b",), path=(2,)),
+        schedule.Task(experiments.GRPO, 1, ("b",), path=(2,)),
     ]
-    monkeypatch.setattr(jobs, "tasks", lambda profile: plan)
+    monkeypatch.setattr(frontier, "tasks", lambda profile: plan)
     computed = []
 
     def run_task(profile, task):  # hand-made records: base 0 of 16; GRPO 16 of 16 at the end
@@ -153,8 +157,8 @@ def test_training_paths_read_the_ledger_and_name_what_is_missing_computing_nothi
         }
 
     monkeypatch.setattr(jobs, "run_task", run_task)
-    with pytest.raises(jobs.MissingRecords, match=r"GRPO seed 1 \(1 benchmarks, path at steps 2\)"):
-        jobs.training_paths(SMOKE, ("b",), [1])
+    with pytest.raises(MissingRecords, match=r"GRPO seed 1 \(1 benchmarks, path at steps 2\)"):
+        frontier.training_paths(SMOKE, ("b",), [1])
     assert computed == []  # a reader: nothing is computed (issue 49: records one way)
     # what it reads, the records' path as points: the base policy's and GRPO seed 1's records
     base, grpo = run_task(SMOKE, plan[0]), run_task(SMOKE, plan[2])
@@ -167,7 +171,7 @@ def test_training_paths_read_the_ledger_and_name_what_is_missing_computing_nothi
         "passmax": pytest.approx([0.0, 100.0, 100.0]),
     }
     with pytest.raises(ValueError, match="keeps GRPO's path at none of the seeds"):
-        jobs.training_paths(SMOKE, ("b",), [5])
+        frontier.training_paths(SMOKE, ("b",), [5])
 
 
 def test_results_md_shows_grpos_frontier_slope_read_both_ways():

@@ -13,18 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from psnlib import io
-from psnlib.io import (
-    atomic_directory,
-    atomic_save,
-    atomic_write_json,
-    atomic_write_text,
-    check_writable,
-    exclusive,
-    load_cached,
-    load_json,
-    lock_path,
-)
+from psnlib import cache, io
+from psnlib.cache import load_cached, load_json
+from psnlib.io import atomic_directory, atomic_save, atomic_write_json, atomic_write_text
+from psnlib.locks import exclusive, lock_path
+from psnlib.paths import check_writable
 
 
 def run_io(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
@@ -118,7 +111,7 @@ def test_a_damaged_cache_entry_that_is_a_symlink_is_refused_not_removed(tmp_path
     (tmp_path / "entry").symlink_to(real)
 
     def load(p):
-        raise io.Damaged(f"{p / 'm.json'} is missing")
+        raise cache.Damaged(f"{p / 'm.json'} is missing")
 
     with pytest.raises(OSError, match=r"refusing to remove the damaged cached run .*entry .*link"):
         load_cached(tmp_path / "entry", load, "cached run")
@@ -340,6 +333,7 @@ def test_a_directory_error_outside_the_entry_is_no_damage(tmp_path):
 
 ASCII_LOCALE = """
 from pathlib import Path
+from psnlib.cache import load_json
 out = Path(sys.argv[2])
 seen = {}
 try:
@@ -349,7 +343,7 @@ except Exception as err:
     seen["written"] = repr(err)
 (out / "tokenizer_config.json").write_bytes('{"eos": "\\u00e9"}'.encode("utf-8"))
 try:
-    seen["read"] = io.load_json(out / "tokenizer_config.json")
+    seen["read"] = load_json(out / "tokenizer_config.json")
 except Exception as err:
     seen["read"] = repr(err)
 print(json.dumps(seen))
@@ -366,13 +360,12 @@ def test_a_cached_run_that_is_a_symlink_is_read_not_retrained(tmp_path, monkeypa
     """A finished run whose cache entry is a symbolic link (a cache moved to another disk) is
     followed for reading: loaded, never trained again; one that is damaged is named, and
     neither it nor its link's target is deleted."""
-    from psnlib.replication import runs
+    from psnlib.replication.compute import runs
+    from psnlib.replication.plan.runs import run_dir
 
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path / "data"))
     _, _, log = runs.train_policy("smoke", "grpo", 0, max_steps=1)
-    path = runs.run_dir(
-        runs.get_profile("smoke"), "grpo", 0, {"max_steps": 1}, "countdown_dense_reward"
-    )
+    path = run_dir(runs.get_profile("smoke"), "grpo", 0, {"max_steps": 1}, "countdown_dense_reward")
     moved = tmp_path / "elsewhere" / path.name
     moved.parent.mkdir()
     shutil.move(path, moved)

@@ -7,17 +7,9 @@ import sys
 
 import pytest
 
-from psnlib.io import (
-    Busy,
-    Damaged,
-    atomic_directory,
-    atomic_write_json,
-    exclusive,
-    load_cached,
-    load_json,
-    lock_path,
-    read_json,
-)
+from psnlib.cache import Damaged, load_cached, load_json, read_json
+from psnlib.io import atomic_directory, atomic_write_json
+from psnlib.locks import Busy, exclusive, lock_path
 
 
 def test_atomic_json_roundtrip_leaves_no_temp_files(tmp_path):
@@ -128,7 +120,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path):
 HOLDER = """
 import sys, time
 from pathlib import Path
-from psnlib.io import exclusive
+from psnlib.locks import exclusive
 with exclusive(sys.argv[1], "holding for a second"):
     print("held", flush=True)
     time.sleep(1.0)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from psnlib.replication import codeversion, ledger
+from psnlib.replication.records import codeversion, ledger
 
-PACKAGE = Path(codeversion.__file__).resolve().parents[1]
+PACKAGE = codeversion.PACKAGE
 
 
 def _table(frame: pd.DataFrame) -> dict:
@@ -221,7 +221,9 @@ def digests() -> dict[str, str]:
 
 def test_the_digest_reads_the_sources_it_names(package_copy):
     modules = codeversion.closure(codeversion.ROOTS["run"])
-    assert {"psnlib.noise", "psnlib.trainer.trainer", "psnlib.replication.runs"} <= set(modules)
+    assert {"psnlib.noise", "psnlib.trainer.trainer", "psnlib.replication.compute.runs"} <= set(
+        modules
+    )
     assert not set(modules) & codeversion.ANALYSIS
     before = digests()
     (package_copy / "noise.py").write_text("")
@@ -254,7 +256,7 @@ def test_a_changed_line_in_the_perturbation_moves_the_digests_of_the_kinds_that_
 
 def test_a_changed_claim_or_figure_moves_no_digest(package_copy):
     before = digests()
-    for name in ("verdicts.py", "plots.py", "summaries.py"):
+    for name in ("analysis/verdicts.py", "report/plots.py", "analysis/summaries.py"):
         path = package_copy / "replication" / name
         path.write_text(path.read_text() + "\nCHANGED = 1\n")
     assert digests() == before

@@ -27,9 +27,9 @@ from transformers import (
 from psnlib.decoder import decodable
 from psnlib.models import build_tokenizer
 from psnlib.noise import SCOPES, noise_indices, perturbed, target_parameters
-from psnlib.replication.experiments import planned_work
-from psnlib.replication.profiles import PROFILES, get_profile
-from psnlib.replication.runs import rl_config
+from psnlib.replication.plan.profiles import PROFILES, get_profile
+from psnlib.replication.plan.runs import rl_config
+from psnlib.replication.plan.schedule import planned_work
 from psnlib.sampling import sample_tokens
 from psnlib.trainer import PSNGRPOTrainer
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from psnlib.io import Damaged
+from psnlib.cache import Damaged
 from psnlib.models import (
     TINY_SIZES,
     build_tokenizer,

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from trl import GRPOTrainer
 from trl.import_utils import is_vllm_available
 
-from psnlib.replication.cli import main
+from psnlib.replication.compute.cli import main
 from psnlib.trainer import PSNGRPOTrainer
 from psnlib.trainer.checkpoints import STAGING
 

@@ -1,5 +1,6 @@
-"""psnlib.replication.notebook: an unknown notebook parameter is an error naming it (on hand-made
-namespaces, and through papermill before any work), and the papers' numbers beside ours."""
+"""psnlib.replication.report.notebook: an unknown notebook parameter is an error naming it (on
+hand-made namespaces, and through papermill before any work), and the papers' numbers beside
+ours."""
 
 import math
 import os
@@ -13,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib.replication import experiments, notebook
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.plan import experiments
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report import notebook
 
 PARAMETERS_CELL = '# Parameters\nprofile = "cpu"  # smoke | cpu\nseeds = None\nfigures_dir = None'
 SETUP_CELL = "from psnlib import notebook\n\nnotebook.check_parameters(globals())"

@@ -21,9 +21,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from papermill.cli import papermill
 from traitlets.config import Config
 
-from psnlib.replication import notebook
-from psnlib.replication.profiles import PROFILES
-from psnlib.trainer.config import MAX_SEED
+from psnlib.replication.plan.profiles import PROFILES
+from psnlib.replication.report import notebook
+from psnlib.trainer.config_checks import MAX_SEED
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -183,7 +183,9 @@ def test_a_cell_of_imports_or_of_work_between_the_parameters_and_the_check_hides
     nb = prepared(NOTEBOOKS[0], tmp_path, ["-p", "sedes", "nan"])
     code = [c for c in nb.cells if c.cell_type == "code"]
     injected = next(i for i, c in enumerate(code) if "injected-parameters" in c.metadata.tags)
-    imports = nbformat.v4.new_code_cell("import math\nfrom psnlib.replication import notebook")
+    imports = nbformat.v4.new_code_cell(
+        "import math\nfrom psnlib.replication.report import notebook"
+    )
     work = nbformat.v4.new_code_cell("K = math.floor(2.5)\nN = 3")
     check = nbformat.v4.new_code_cell("notebook.check_parameters(globals())")
     for between in ([imports], [imports, work], [imports, work, work]):

@@ -9,9 +9,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from psnlib.replication import ledger, pool, summaries
-from psnlib.replication.notebook_runs import notebook_paths, run_notebook
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.analysis import summaries
+from psnlib.replication.compute import pool
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
+from psnlib.replication.report.notebook_runs import notebook_paths, run_notebook
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = notebook_paths(NOTEBOOK_DIR)
@@ -76,7 +78,7 @@ def test_arms_are_read_paired_with_their_reference_over_seeds(path):
 
 # Notebooks that end with the paragraph computed from their verdict rows (notebook.conclusion of
 # each experiment whose claims they show), and whose markdown copies none of the papers' numbers:
-# those live in the claims (psnlib.replication.claims) and reach the reader through
+# those live in the claims (psnlib.replication.analysis.claims) and reach the reader through
 # paper_beside_ours' "paper" column (issue 41 item 9). 00, 01 and 15 show no claims table of
 # their own (15 prints RESULTS.md, computed whole). Those that read pass@max at equal pass@1
 # against GRPO's measured training path (ON_THE_PATH) build it from the records.
@@ -99,13 +101,13 @@ def test_the_notebook_ends_with_its_computed_conclusion(path):
     shown = code.count("notebook.paper_beside_ours(")
     assert shown and last.source.count("notebook.conclusion(") == shown, "one per claims table"
     if path.name.startswith(ON_THE_PATH):
-        for call in ("jobs.training_paths(", "frontier.frontier_table(", "plot_training_path("):
+        for call in ("frontier.training_paths(", "frontier.frontier_table(", "plot_training_path("):
             assert call in code, f"{path.name} does not call {call}"
 
 
 def _paper_numbers() -> set[str]:
     """The papers' pass@k values quoted in the claims (e.g. 74.7, 67.76)."""
-    from psnlib.replication.claims import CLAIMS
+    from psnlib.replication.analysis.claims import CLAIMS
 
     found = {n for c in CLAIMS for n in re.findall(r"(?<![\d.])\d{2}\.\d+", c.paper)}
     assert {"74.7", "76.94", "67.76", "38.29"} <= found
@@ -244,7 +246,7 @@ def test_the_report_check_fails_on_a_first_state_bar_and_a_cut_table():
 
 
 def test_outputs_go_where_asked_and_only_filters_by_name(tmp_path):
-    from psnlib.replication.notebook_runs import ROOT, notebook_outputs
+    from psnlib.replication.report.notebook_runs import ROOT, notebook_outputs
 
     assert notebook_outputs("smoke", tmp_path / "f") == tmp_path / "f"
     assert (tmp_path / "f").is_dir()

@@ -1,6 +1,6 @@
-"""Null checks (psnlib.replication.nulls): each verdict rule's false-positive rate on simulated
-nulls, the null table of a hand-made set of GRPO's per-seed values (every asserted number derived
-by hand in the test), and the table read from records only."""
+"""Null checks (psnlib.replication.analysis.nulls): each verdict rule's false-positive rate on
+simulated nulls, the null table of a hand-made set of GRPO's per-seed values (every asserted number
+derived by hand in the test), and the table read from records only."""
 
 import math
 
@@ -9,11 +9,14 @@ import pandas as pd
 import pytest
 from test_frontier import BACK, path_of
 
-from psnlib.replication import codeversion, jobs, ledger, nulls
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.null_records import PER_SEED, GRPOValues, solved_only_matrix
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.verdicts import EQUIVALENT, NONINFERIOR, SUPERIOR
+from psnlib.replication.analysis import nulls
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.null_records import PER_SEED, GRPOValues, solved_only_matrix
+from psnlib.replication.analysis.verdicts import EQUIVALENT, NONINFERIOR, SUPERIOR
+from psnlib.replication.compute import jobs
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import codeversion, ledger
+from psnlib.replication.records.missing import MissingRecords
 
 SMOKE = get_profile("smoke")  # ks 1 .. 16
 
@@ -188,14 +191,17 @@ def test_the_null_table_reads_records_only_and_names_what_is_missing(tmp_path, m
 
     monkeypatch.setattr(jobs, "run_task", train)
     four = SMOKE.with_overrides(seeds=(0, 1, 2, 3))  # enough seeds for a null (smoke has 2)
-    with pytest.raises(jobs.MissingRecords, match=r"no usable record of \['base"):
+    with pytest.raises(MissingRecords, match=r"no usable record of \['base"):
         nulls.null_table(four)
 
 
 def test_the_null_checks_are_analysis_in_no_records_code_version():
     for roots in codeversion.ROOTS.values():
         closure = codeversion.closure(roots)
-        assert not {"psnlib.replication.nulls", "psnlib.replication.null_records"} & set(closure)
+        assert not {
+            "psnlib.replication.analysis.nulls",
+            "psnlib.replication.analysis.null_records",
+        } & set(closure)
 
 
 def test_a_profile_with_too_few_seeds_checks_nothing_and_gives_no_verdict_word():

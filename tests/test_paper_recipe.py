@@ -2,9 +2,9 @@
 
 import pytest
 
-from psnlib.replication.arms import PSN_KL
-from psnlib.replication.profiles import PROFILES, get_profile
-from psnlib.replication.runs import rl_config, rl_settings
+from psnlib.replication.plan.arms import PSN_KL
+from psnlib.replication.plan.profiles import PROFILES, get_profile
+from psnlib.replication.plan.runs import rl_config, rl_settings
 
 
 @pytest.mark.parametrize("name", ["gpu", "paper"])

@@ -13,10 +13,15 @@ import torch
 from safetensors.torch import load_file
 from test_ledger import a_record
 
-from psnlib.replication import experiments, jobs, ledger, runs
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.store import weights_fingerprint
-from psnlib.trainer.checkpoints import path_step_dir
+from psnlib.replication.compute import jobs, runs
+from psnlib.replication.compute.store import weights_fingerprint
+from psnlib.replication.plan import experiments, schedule
+from psnlib.replication.plan import runs as plan_runs
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.runs import Run
+from psnlib.replication.records import ledger, status
+from psnlib.replication.records.tables import task_expectation
+from psnlib.trainer.kept_steps import path_step_dir
 
 SMOKE = get_profile("smoke")  # 4 steps; path_steps (2,)
 
@@ -32,7 +37,7 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 def train(root: Path, keep_steps: tuple[int, ...], **overrides) -> Path:
     """A GRPO run at smoke trained by ``runs.train_run`` into ``root/policy``, its checkpoints
     kept in ``root/work``."""
-    run = runs.Run(SMOKE, "grpo", 0, overrides)
+    run = Run(SMOKE, "grpo", 0, overrides)
     runs.train_run(run, run.config(root / "work"), root / "policy", keep_steps=keep_steps)
     return root / "policy"
 
@@ -70,13 +75,13 @@ def test_a_kept_step_is_trls_checkpoint_there_and_keeping_it_changes_no_weight(
 
 
 def test_a_cached_run_without_the_path_is_trained_again_to_the_same_weights(data, one_thread, fits):
-    path = runs.Run(SMOKE, "grpo", 0).path()
+    path = Run(SMOKE, "grpo", 0).path()
     first, _, _ = runs.train_policy(SMOKE, "grpo", 0)
     assert not path_step_dir(path, 2).exists() and fits == [4]
     again, _, _ = runs.train_policy(SMOKE, "grpo", 0, keep_steps=(2,))  # lacks step 2: retrained
     assert fits == [4, 4] and path_step_dir(path, 2).is_dir()
     assert weights_fingerprint(again) == weights_fingerprint(first)
-    assert runs.Run(SMOKE, "grpo", 0).path() == path  # keeping steps is not in the run's key
+    assert Run(SMOKE, "grpo", 0).path() == path  # keeping steps is not in the run's key
     runs.train_policy(SMOKE, "grpo", 0, keep_steps=(2,))
     assert fits == [4, 4]  # now it has its path: loaded
     with pytest.raises(ValueError, match=r"keep_steps must be integers in 1 \.\. 3"):
@@ -86,7 +91,7 @@ def test_a_cached_run_without_the_path_is_trained_again_to_the_same_weights(data
 def test_a_step_whose_checkpoint_remains_is_kept_on_resuming_and_a_lost_one_restarts_the_run(
     data, one_thread, fits, monkeypatch, tmp_path, caplog
 ):
-    monkeypatch.setattr(runs, "KEEP_CHECKPOINTS", 10)  # every step's checkpoint stays
+    monkeypatch.setattr(plan_runs, "KEEP_CHECKPOINTS", 10)  # every step's checkpoint stays
     policy = train(tmp_path, ())  # finished, no path; checkpoints 1 .. 4 in its work directory
     final = weights(policy)
     train(tmp_path, (2,))  # copied from checkpoint-2; checkpoint-4 is loaded, not trained on
@@ -102,13 +107,13 @@ def test_a_step_whose_checkpoint_remains_is_kept_on_resuming_and_a_lost_one_rest
 
 
 def test_the_grpo_tasks_of_the_main_seeds_carry_the_path():
-    plan = jobs.tasks(SMOKE)
+    plan = schedule.tasks(SMOKE)
     pathed = {(t.variant.label, t.seed) for t in plan if t.path}
     assert pathed == {("GRPO", seed) for seed in SMOKE.seeds}
     task = next(t for t in plan if t.path)
     assert task.path == SMOKE.path_steps == (2,) and "path at steps 2" in task.name()
-    assert task.expected(SMOKE).path == (2,)
-    table = jobs.status(SMOKE, plan)
+    assert task_expectation(SMOKE, task).path == (2,)
+    table = status.status(SMOKE, plan)
     assert table.set_index("run").loc[task.key(SMOKE), "path"] == 1
 
 
@@ -116,7 +121,7 @@ def test_the_record_holds_the_paths_evaluations_and_one_without_them_is_unusable
     data, one_thread, tmp_path, monkeypatch
 ):
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
-    task = jobs.Task(experiments.GRPO, 0, ("countdown-l3",), path=(2,))
+    task = schedule.Task(experiments.GRPO, 0, ("countdown-l3",), path=(2,))
     record = jobs.run_task(SMOKE, task)
     path = record["path"]
     assert path["steps"] == [2] and set(path["benchmarks"]) == {"2"}
@@ -126,7 +131,7 @@ def test_the_record_holds_the_paths_evaluations_and_one_without_them_is_unusable
     model, _ = runs.load_path_policy(step.parent.parent, 2)
     assert path["weights"]["2"] == weights_fingerprint(model) != record["weights"]
     assert record["cpu_seconds"]["path"] > 0
-    expected = task.expected(SMOKE)
+    expected = task_expectation(SMOKE, task)
     loaded = ledger.usable(expected)
     assert loaded is not None and ledger.path_tables(loaded, ("countdown-l3",))
     # a record of the same run without its path, or with other steps, cannot stand for the task
@@ -139,7 +144,7 @@ def test_the_record_holds_the_paths_evaluations_and_one_without_them_is_unusable
     assert ledger.problems(other, expected) == ["its training path holds steps [3], not [2]"]
     ledger.write(bare)
     assert ledger.usable(expected) is None
-    row = jobs.status(SMOKE, [task]).iloc[0]
+    row = status.status(SMOKE, [task]).iloc[0]
     assert row["state"] == "unusable" and "lacks the training path" in row["why"]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib.replication import plots
+from psnlib.replication.report import plots
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +87,7 @@ def test_outside_a_kernel_nothing_is_shown_and_the_backend_is_headless(tmp_path,
 
 
 def test_scripts_draw_headless_and_import_without_warnings():
-    code = "import psnlib.replication.plots, matplotlib; print(matplotlib.get_backend())"
+    code = "import psnlib.replication.report.plots, matplotlib; print(matplotlib.get_backend())"
     environ = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     run = subprocess.run(
         [sys.executable, "-W", "error", "-c", code], env=environ, capture_output=True, text=True

@@ -108,7 +108,7 @@ def test_paired_seed_cost_and_power_ratio_by_hand(power):
 
 
 def test_designs_charge_what_the_cpu_plan_evaluates(power):
-    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.plan.profiles import get_profile
 
     profile = get_profile("cpu")
     plan = power.designs(profile)
@@ -125,9 +125,9 @@ def test_from_cache_reads_the_paired_runs_evaluations(power, tmp_path, monkeypat
     import pandas as pd
 
     from psnlib.io import atomic_write_json
-    from psnlib.replication.experiments import GRPO, PSN, benchmarks_of
-    from psnlib.replication.profiles import get_profile
-    from psnlib.replication.store import ResultStore
+    from psnlib.replication.compute.store import ResultStore
+    from psnlib.replication.plan.experiments import GRPO, PSN, benchmarks_of
+    from psnlib.replication.plan.profiles import get_profile
 
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
     profile = get_profile("cpu").with_overrides(seeds=(0, 1, 2), ood_seeds=None)

@@ -1,6 +1,7 @@
-"""The premise, powered (psnlib.replication.premise): the temperature search, the noise draws (one
-per rollout slot), the two noise sites (PSN fixed's MLP, the released code's every parameter),
-the plan's paired tables, its caches, and bad input."""
+"""The premise, powered (psnlib.replication.plan.premise, computed by
+psnlib.replication.compute.premise_evaluation, read by psnlib.replication.analysis.premise_tables):
+the temperature search, the noise draws (one per rollout slot), the two noise sites (PSN fixed's
+MLP, the released code's every parameter), the plan's paired tables, its caches, and bad input."""
 
 import math
 from contextlib import contextmanager
@@ -13,34 +14,39 @@ from scipy import stats
 
 from psnlib import noise as noise_module
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication import arms, ledger
-from psnlib.replication import premise as premise_module
-from psnlib.replication import premise_sampling as sampling_module
-from psnlib.replication.claim_stats import PASS_AT_MAX
-from psnlib.replication.experiments import GRPO
-from psnlib.replication.premise import (
-    MATCHED_TEMPERATURE,
-    SAMPLING_NOISE,
-    paired_interval,
-    premise,
-    premise_at_seed,
-)
-from psnlib.replication.premise_sampling import (
+from psnlib.replication.analysis import premise_tables
+from psnlib.replication.analysis.claim_stats import PASS_AT_MAX
+from psnlib.replication.analysis.premise_tables import paired_interval
+from psnlib.replication.compute import premise_evaluation
+from psnlib.replication.compute import premise_sampling as sampling_module
+from psnlib.replication.compute.premise_sampling import (
     judge,
     match_temperature,
     pass1_at_temperatures,
     pool_draws,
     sample_problems,
 )
-from psnlib.replication.profiles import RELEASED_SIGMA, get_profile
-from psnlib.replication.regime import main_benchmark
-from psnlib.replication.store import ResultStore
-from psnlib.replication.variants import EVAL_SEED
+from psnlib.replication.compute.store import ResultStore
+from psnlib.replication.plan import arms
+from psnlib.replication.plan import premise as premise_module
+from psnlib.replication.plan.experiments import GRPO
+from psnlib.replication.plan.premise import MATCHED_TEMPERATURE, SAMPLING_NOISE, premise
+from psnlib.replication.plan.profiles import RELEASED_SIGMA, get_profile
+from psnlib.replication.plan.variants import EVAL_SEED
+from psnlib.replication.records import ledger
+from psnlib.replication.records.missing import MissingRecords
+from psnlib.replication.records.tables import premise_expectation
+from psnlib.replication.report.regime import main_benchmark
 from psnlib.tasks import load_benchmark
 from psnlib.tasks.countdown import Problem, enumerate_solutions
 
 # The smoke profile with fewer, shorter samples: the premise's own work, in seconds
 SMALL = get_profile("smoke").with_overrides(eval_problems=4, max_completion_length=16)
+
+
+def computed(plan, seeds=None) -> dict[str, pd.DataFrame]:
+    """The premise's tables of ``plan`` at ``seeds``, each checkpoint computed (or loaded) here."""
+    return premise_tables.tables(plan, premise_evaluation.compute(plan, seeds, progress=False))
 
 
 def test_the_search_finds_the_temperature_of_a_monotone_pass1():
@@ -135,10 +141,11 @@ def test_the_plan_compares_two_views_of_the_grpo_run_on_the_main_benchmark():
 
 def test_the_plan_refuses_bad_input():
     smoke = get_profile("smoke")
-    with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
-        premise(smoke).run(seeds="0,1", progress=False)
-    with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
-        premise(smoke).run(seeds=[0.5], progress=False)
+    for seeds in ("0,1", [0.5]):  # computed or read from the ledger: refused before any work
+        with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
+            premise_evaluation.compute(premise(smoke), seeds=seeds, progress=False)
+        with pytest.raises(ValueError, match="seeds must be None or a non-empty list"):
+            premise_tables.read(premise(smoke), seeds=seeds, progress=False)
     with pytest.raises(ValueError, match="eval_samples must be >= 8 .* got 4"):
         premise(smoke.with_overrides(eval_samples=4, ks=(1, 2, 4)))
     with pytest.raises(ValueError, match=r"eval_temperature must lie in the searched \[0.5, 2.0\]"):
@@ -146,7 +153,7 @@ def test_the_plan_refuses_bad_input():
     with pytest.raises(ValueError, match="unknown profile 'tiny'"):
         premise("tiny")
     with pytest.raises(ValueError, match=r"seeds must be .* got \['0'\]"):
-        premise_at_seed(smoke, "0")
+        premise_evaluation.premise_parts(smoke, "0")
     tokenizer = build_tokenizer()
     model = tiny_policy("qwen2", "smoke", tokenizer, seed=0)
     dataset = load_benchmark("countdown-l3", 2)
@@ -222,13 +229,13 @@ def untrained(monkeypatch, tmp_path, one_thread):
             models[seed] = tiny_policy("qwen2", "smoke", tokenizer, seed=seed).eval()
         return models[seed], tokenizer, pd.DataFrame()
 
-    monkeypatch.setattr(premise_module, "load_variant", load)
+    monkeypatch.setattr(premise_evaluation, "load_variant", load)
     return tmp_path
 
 
 def test_both_policies_are_sampled_on_the_same_problems_and_streams(untrained):
     smoke = SMALL
-    out = premise(smoke).run(progress=False)
+    out = computed(premise(smoke))
     problems, matched = out["problems"], out["matched"]
     assert set(out) >= {"problems", "curves", "logs", "summary", "matched", "search"}
     keys = ["seed", "benchmark", "prompt"]
@@ -261,7 +268,7 @@ def test_without_noise_both_policies_draw_identical_samples(untrained):
     """Common random numbers: at sigma 0 the noise arm is the clean policy, and at the matched
     temperature (T = 1, both pass@1 0 here) the same streams write the same completions."""
     clean = SMALL.with_overrides(psn_sigma=0.0)  # both sites' (smoke states no released sigma)
-    out = premise(clean).run(seeds=(0,), progress=False)
+    out = computed(premise(clean), seeds=(0,))
     assert out["matched"]["temperature"].tolist() == [1.0, 1.0]  # per site
     columns = ["prompt", "n", "correct", "entropy", "length"]
     for noise_policy, hot_policy in premise_module.POLICIES.values():
@@ -274,12 +281,12 @@ def test_without_noise_both_policies_draw_identical_samples(untrained):
 def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkeypatch):
     smoke = SMALL
     plan = premise(smoke)
-    assert plan.pending()["premise"].all()
-    first = plan.run(progress=False)
-    assert plan.pending()["premise"].sum() == 0  # every checkpoint's parts are stored
-    assert "0 checkpoints to evaluate" in plan.announcement()  # (the GRPO runs are faked)
+    assert premise_evaluation.pending(plan)["premise"].all()
+    first = computed(plan)
+    assert premise_evaluation.pending(plan)["premise"].sum() == 0  # every checkpoint's stored
+    assert "0 checkpoints to evaluate" in premise_evaluation.announcement(plan)  # (GRPO faked)
     calls = []
-    real = premise_module.sample_problems
+    real = premise_evaluation.sample_problems
 
     def counted(*args, **kwargs):
         calls.append(kwargs["temperature"])
@@ -288,8 +295,8 @@ def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkey
     def fail(*args, **kwargs):
         pytest.fail("evaluated again")
 
-    monkeypatch.setattr(premise_module, "sample_problems", fail)
-    again = plan.run(progress=False)
+    monkeypatch.setattr(premise_evaluation, "sample_problems", fail)
+    again = computed(plan)
     for name in ("problems", "matched", "search", "curves"):
         pd.testing.assert_frame_equal(again[name], first[name], check_dtype=False)
     # a run killed before its last parts: only those are computed again
@@ -297,8 +304,8 @@ def test_a_finished_premise_is_loaded_and_a_killed_one_resumes(untrained, monkey
     assert {p.stem for p in folder.glob("*.json")} - {"config"} == set(premise_module.PARTS)
     for part in ("temperature", "every_parameter_temperature"):
         (folder / f"{part}.json").unlink()
-    monkeypatch.setattr(premise_module, "sample_problems", counted)
-    resumed = plan.run(progress=False)
+    monkeypatch.setattr(premise_evaluation, "sample_problems", counted)
+    resumed = computed(plan)
     assert len(calls) == 2  # the full evaluation at each site's matched temperature
     pd.testing.assert_frame_equal(resumed["problems"], first["problems"], check_dtype=False)
 
@@ -307,21 +314,21 @@ def test_a_stored_premise_part_without_rows_is_named_and_recomputed(untrained, m
     """A stored part that parses but holds no rows (valid JSON, wrong content) is named in a
     warning and sampled again, never read as a checkpoint with no problems."""
     plan = premise(SMALL)
-    first = plan.run(seeds=(0,), progress=False)
+    first = computed(plan, seeds=(0,))
     (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(SMALL, 0)}-*/temperature.json")
     store = ResultStore(part.parent)
     tables = store.load("temperature")
     store.save("temperature", {**tables, "problems": tables["problems"].iloc[:0]})
     calls = []
-    real = premise_module.sample_problems
+    real = premise_evaluation.sample_problems
 
     def counted(*args, **kwargs):
         calls.append(kwargs["temperature"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(premise_module, "sample_problems", counted)
+    monkeypatch.setattr(premise_evaluation, "sample_problems", counted)
     with pytest.warns(UserWarning, match=r"temperature\.json: table 'problems' has no rows"):
-        again = plan.run(seeds=(0,), progress=False)
+        again = computed(plan, seeds=(0,))
     assert len(calls) == 1  # the full evaluation at the matched temperature, once more
     pd.testing.assert_frame_equal(again["problems"], first["problems"], check_dtype=False)
 
@@ -330,20 +337,20 @@ def test_a_stored_match_with_a_nan_temperature_is_searched_again(untrained, monk
     """A stored match part that parses but names T = NaN (damaged, yet valid JSON) is never
     sampled at: the search runs again and the temperature part is made at a finite T."""
     plan = premise(SMALL)
-    first = plan.run(seeds=(0,), progress=False)
+    first = computed(plan, seeds=(0,))
     (part,) = untrained.glob(f"results/smoke/premise-{GRPO.run_key(SMALL, 0)}-*/match.json")
     store = ResultStore(part.parent)
     match = store.load("match")
     store.save("match", {**match, "result": match["result"].assign(temperature=math.nan)})
     sampled = []
-    real = premise_module.sample_problems
+    real = premise_evaluation.sample_problems
 
     def counted(*args, **kwargs):
         sampled.append(kwargs["temperature"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(premise_module, "sample_problems", counted)
-    again = plan.run(seeds=(0,), progress=False)
+    monkeypatch.setattr(premise_evaluation, "sample_problems", counted)
+    again = computed(plan, seeds=(0,))
     assert sampled and all(math.isfinite(t) for t in sampled)
     matched = float(again["matched"]["temperature"].iloc[0])
     assert math.isfinite(matched) and matched == float(first["matched"]["temperature"].iloc[0])
@@ -357,7 +364,7 @@ def test_the_noise_is_drawn_once_per_rollout_slot():
     sample k): D = num_generations draws, and D must divide eval_samples."""
     for name in ("smoke", "cpu"):
         p = get_profile(name)
-        assert premise(p).draws == p.num_generations == sampling_module.draws_for(p)
+        assert premise(p).draws == p.num_generations == premise_module.draws_for(p)
     assert premise("cpu").draws == 8
     assert premise(SMALL.with_overrides(num_generations=8)).draws == 8  # 2 samples a draw
     with pytest.raises(ValueError, match="num_generations must divide eval_samples, got .*=16"):
@@ -395,7 +402,7 @@ def test_each_draw_writes_its_share_of_every_problem_under_its_noise_index(untra
     D, P = 8, profile.eval_problems
     share = profile.eval_samples // D  # 2
     calls = _recorded(monkeypatch)
-    parts = premise_module.premise_parts(profile, 1)
+    parts = premise_evaluation.premise_parts(profile, 1)
     pairs = list(zip(calls[::2], calls[1::2], strict=True))  # each sample in its noise context
     assert all(c[0] == "noise" and s[0] == "sample" for c, s in pairs)
     runs: list[list] = []  # one per sample_problems call: its draws, noise index 0, 1, ...
@@ -411,10 +418,10 @@ def test_each_draw_writes_its_share_of_every_problem_under_its_noise_index(untra
     for run in full:  # draw d: noise index d, stream EVAL_SEED + d, an equal share
         T = run[0][1][4]
         for d, (c, s) in enumerate(run):
-            assert c[3:] == (1, sampling_module.NOISE_STEP, d)  # noise seed: the training seed
+            assert c[3:] == (1, premise_module.NOISE_STEP, d)  # noise seed: the training seed
             assert s == ("sample", P, share, EVAL_SEED + d, T)
     assert all(run[0][1][4] == profile.eval_temperature for run in noise)
-    for site in sampling_module.SITES:
+    for site in premise_module.SITES:
         for step in ("noise", "temperature"):
             table = parts[premise_module.SITE_PARTS[site][step]]["problems"]
             assert len(table) == P and (table["n"] == profile.eval_samples).all()
@@ -422,16 +429,16 @@ def test_each_draw_writes_its_share_of_every_problem_under_its_noise_index(untra
 
 def test_the_released_site_perturbs_every_parameter_at_the_released_sigma(untrained, monkeypatch):
     cpu, smoke = get_profile("cpu"), get_profile("smoke")
-    assert sampling_module.site_sigmas(cpu) == {"mlp": 0.011, "every_parameter": RELEASED_SIGMA}
+    assert premise_module.site_sigmas(cpu) == {"mlp": 0.011, "every_parameter": RELEASED_SIGMA}
     assert premise(cpu).released_sigma == RELEASED_SIGMA == 0.00558
-    assert sampling_module.site_sigmas(smoke)["every_parameter"] == smoke.psn_sigma  # none stated
+    assert premise_module.site_sigmas(smoke)["every_parameter"] == smoke.psn_sigma  # none stated
     released = 0.02
     fixed = ((arms.PSN_RELEASED_FIXED, (("sigma", released),)),)
     profile = SMALL.with_overrides(arm_settings=SMALL.arm_settings + fixed)
-    model, _, _ = premise_module.load_variant(profile, GRPO, 0)  # the fixture's, cached
+    model, _, _ = premise_evaluation.load_variant(profile, GRPO, 0)  # the fixture's, cached
     clean = {name: t.clone() for name, t in model.state_dict().items()}
     calls = _recorded(monkeypatch, moved_from=clean)
-    premise_module.premise_parts(profile, 0)
+    premise_evaluation.premise_parts(profile, 0)
     noisy = [c for c in calls if c[0] == "noise" and c[2] > 0]
     assert {c[1:3] for c in noisy} == {
         (("mlp",), SMALL.psn_sigma),
@@ -452,14 +459,14 @@ def test_the_premise_settings_name_the_draws_and_both_sites():
     assert settings["noise"] == {
         "sites": {"mlp": cpu.psn_sigma, "every_parameter": RELEASED_SIGMA},
         "draws": cpu.num_generations,
-        "step": sampling_module.NOISE_STEP,
+        "step": premise_module.NOISE_STEP,
     }
     smoke = premise_module.premise_settings(get_profile("smoke"))["noise"]
     assert smoke["sites"] == {"mlp": 0.003, "every_parameter": 0.003} and smoke["draws"] == 4
     # what a record must match: either site's sigma or the draws changed is another premise
     other = ((arms.PSN_RELEASED_FIXED, (("sigma", 0.001),)),)
     assert premise_module.premise_settings(cpu.with_overrides(arm_settings=other)) != settings
-    assert premise(cpu).expectation(0).premise == settings
+    assert premise_expectation(cpu, 0).premise == settings
     assert premise_module.premise_config(cpu, "run", "weights")["noise"] == settings["noise"]
 
 
@@ -494,7 +501,7 @@ def test_the_seed_tables_carry_both_sites():
     }
     parts = _hand_made_parts(T, correct)
     assert set(parts) == set(premise_module.PARTS) and len(premise_module.PARTS) == 6
-    tables = premise_module.seed_tables(plan, 3, parts)
+    tables = premise_tables.seed_tables(plan, 3, parts)
     matched = tables["matched"].set_index("site")
     assert list(matched.index) == ["mlp", "every_parameter"] and (matched["seed"] == 3).all()
     assert matched["sigma"].to_dict() == {"mlp": SMALL.psn_sigma, "every_parameter": 0.02}
@@ -540,6 +547,38 @@ def test_the_seed_tables_carry_both_sites():
         v for site in ("mlp", "every_parameter") for v in premise_module.POLICIES[site]
     ]
     assert plan.arms()["site"].tolist() == ["mlp", "mlp", "every_parameter", "every_parameter"]
+
+
+def test_the_tables_are_read_from_the_ledger_records_only(monkeypatch, tmp_path):
+    """``premise_tables.read``: each seed's usable record of the GRPO run with its premise
+    (``premise_expectation``), its parts made into the tables ``tables`` makes of the same parts;
+    a seed without one is a MissingRecords naming it, and nothing is computed."""
+    monkeypatch.setenv("PSNLIB_RESULTS", str(tmp_path))  # an empty ledger
+    plan = premise(SMALL)
+    with pytest.raises(MissingRecords, match=r"no usable record of \['GRPO seed 0'\]"):
+        premise_tables.read(plan, seeds=(0,), progress=False)
+    correct = {
+        "mlp": ([16, 0, 0, 0], [8, 8, 0, 0]),
+        "every_parameter": ([4, 4, 4, 4], [2, 2, 2, 2]),
+    }
+    by_seed = {
+        seed: _hand_made_parts({"mlp": 1.25, "every_parameter": 0.75 + seed}, correct)
+        for seed in (0, 1)
+    }
+    keys = {GRPO.run_key(SMALL, seed): seed for seed in by_seed}
+
+    def usable(expected):  # the record of the premise at its seed, nothing else
+        seed = keys[expected.key]
+        assert expected == premise_expectation(SMALL, seed)
+        return {"premise": {"parts": ledger.parts_json(by_seed[seed])}}
+
+    monkeypatch.setattr(ledger, "usable", usable)
+    read = premise_tables.read(plan, seeds=(0, 1), progress=False)
+    made = premise_tables.tables(plan, by_seed)
+    assert set(read) == set(made) == {"problems", "matched", "search", "curves", "summary", "logs"}
+    for name in ("problems", "matched", "search", "curves", "summary"):
+        pd.testing.assert_frame_equal(read[name], made[name], check_dtype=False)
+    assert read["matched"]["seed"].tolist() == [0, 0, 1, 1] and read["logs"].empty
 
 
 def test_the_paired_interval_is_per_site():

@@ -6,19 +6,20 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from psnlib.io import Damaged
+from psnlib.cache import Damaged
 from psnlib.models import META_FILE, build_tokenizer
-from psnlib.replication import pretrain
-from psnlib.replication.pretrain import (
+from psnlib.replication.compute import pretrain
+from psnlib.replication.compute.pretrain import (
     BUILT_META_KEYS,
     IGNORE,
     build_policy,
     encode_sft,
     lr_at,
-    policy_dir,
     policy_meta,
 )
-from psnlib.replication.profiles import PolicySpec, get_profile
+from psnlib.replication.plan import policies
+from psnlib.replication.plan.policies import policy_dir
+from psnlib.replication.plan.profiles import PolicySpec, get_profile
 
 # The smoke base spec: a 2-layer d=32 model, 60 SFT steps of 32 examples (seconds on a CPU).
 SMOKE = get_profile("smoke").base
@@ -92,7 +93,7 @@ def test_bad_specs_fail_before_work(tmp_path, monkeypatch):
 def test_on_step_sees_every_step_and_leaves_training_as_it_was():
     """A callback that evaluates along the way (benchmarks/regime_probe.py) changes nothing."""
     from psnlib.models import tiny_policy
-    from psnlib.replication.pretrain import sft_train
+    from psnlib.replication.compute.pretrain import sft_train
     from psnlib.tasks import sft_corpus
 
     tokenizer = build_tokenizer()
@@ -202,9 +203,9 @@ def test_a_file_in_place_of_a_committed_policy_is_damage_never_retrained(
     """issue 50, item 8: a file (or a link) where a committed policy's directory is must not be
     taken for "not committed" (which would start the ~37-minute SFT, whose weights need not
     match the records'): it is one line naming it and the git checkout that restores it."""
-    monkeypatch.setattr(pretrain, "committed_root", lambda: tmp_path / "policies")
+    monkeypatch.setattr(policies, "committed_root", lambda: tmp_path / "policies")
     spec = get_profile("cpu").base
-    path = tmp_path / "policies" / pretrain.policy_name(spec)
+    path = tmp_path / "policies" / policies.policy_name(spec)
     path.parent.mkdir()
     if damage == "a file":
         path.write_text("not a policy")
@@ -212,6 +213,6 @@ def test_a_file_in_place_of_a_committed_policy_is_damage_never_retrained(
         (tmp_path / "elsewhere").mkdir()
         path.symlink_to(tmp_path / "elsewhere")
     monkeypatch.setattr(pretrain, "_sft_policy", lambda *a: pytest.fail("retrained"))
-    for call in (pretrain.committed_policy, pretrain.policy_dir, pretrain.base_policy):
+    for call in (policies.committed_policy, policies.policy_dir, pretrain.base_policy):
         with pytest.raises(ValueError, match=rf"{path} is .*restore it with `git -C .* checkout"):
             call(spec if call is not pretrain.base_policy else get_profile("cpu"))

@@ -6,10 +6,13 @@ import shutil
 import pandas as pd
 import pytest
 
-from psnlib.replication import jobs, ledger, probes, variants
-from psnlib.replication.experiments import BASE_POLICY, GRPO, PSN
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.records import MissingRecords
+from psnlib.replication.analysis import probe_tables
+from psnlib.replication.compute import jobs, probing, runs
+from psnlib.replication.plan import probes, schedule
+from psnlib.replication.plan.experiments import BASE_POLICY, GRPO, PSN
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
+from psnlib.replication.records.missing import MissingRecords
 from psnlib.tasks.countdown import Problem
 
 
@@ -25,13 +28,13 @@ def _no_weights(monkeypatch) -> None:
         raise AssertionError("a policy was loaded")
 
     for name in ("base_policy", "weak_policy", "prefix_train_set"):
-        monkeypatch.setattr(probes, name, refuse)
-    monkeypatch.setattr(variants, "load_variant", refuse)
+        monkeypatch.setattr(probing, name, refuse)
+    monkeypatch.setattr(runs, "load_variant", refuse)
 
 
 def test_the_plan_puts_each_probe_on_the_tasks_of_its_policies():
     smoke = get_profile("smoke")
-    plan = jobs.tasks(smoke)
+    plan = schedule.tasks(smoke)
     probed = {(name, task.key(smoke)) for task in plan for name in task.probes}
     wanted = {
         (name, v.run_key(smoke, smoke.seeds[0]))
@@ -45,19 +48,19 @@ def test_the_plan_puts_each_probe_on_the_tasks_of_its_policies():
 
 
 def test_base_probes_are_read_from_the_record_without_weights(smoke, tmp_path, monkeypatch):
-    (task,) = [t for t in jobs.tasks(smoke) if "testbed" in t.probes]
+    (task,) = [t for t in schedule.tasks(smoke) if "testbed" in t.probes]
     record = jobs.run_task(smoke, task)
     assert set(record["probes"]) == {"testbed", "prefix_quality", "temperatures"}
     shutil.rmtree(tmp_path / "data")
     _no_weights(monkeypatch)
     made = ledger.probe_tables(record, "testbed")
-    shown = probes.testbed(smoke)  # notebook 01: the ablation benchmarks
+    shown = probe_tables.testbed(smoke)  # notebook 01: the ablation benchmarks
     assert set(shown["curves"]["benchmark"]) == set(smoke.ablation_benchmarks)
     expected = made["curves"][made["curves"]["benchmark"].isin(smoke.ablation_benchmarks)]
     pd.testing.assert_frame_equal(shown["curves"], expected.reset_index(drop=True))
-    quality = probes.prefix_quality_table(smoke, smoke.seeds[0])
+    quality = probe_tables.prefix_quality_table(smoke, smoke.seeds[0])
     pd.testing.assert_frame_equal(quality, ledger.probe_tables(record, "prefix_quality")["quality"])
-    at_t = probes.base_temperatures(smoke)
+    at_t = probe_tables.base_temperatures(smoke)
     assert list(at_t["temperature"]) == [smoke.eval_temperature, *probes.PAPER_TEMPERATURES]
     assert not (tmp_path / "data").exists()
 
@@ -66,7 +69,7 @@ def test_samples_side_by_side_are_read_from_the_records_without_weights(
     smoke, tmp_path, monkeypatch
 ):
     made = {}
-    for task in jobs.tasks(smoke):
+    for task in schedule.tasks(smoke):
         if "examples" in task.probes:
             made[task.variant.label] = jobs.run_task(smoke, task)
     examples = ledger.probe_tables(made[PSN.label], "examples")["examples"]
@@ -75,7 +78,7 @@ def test_samples_side_by_side_are_read_from_the_records_without_weights(
     problem = Problem(tuple(int(n) for n in numbers.split()), int(target))
     shutil.rmtree(tmp_path / "data")
     _no_weights(monkeypatch)
-    shown = probes.side_by_side(smoke, [GRPO, PSN], problem, smoke.seeds[0])
+    shown = probe_tables.side_by_side(smoke, [GRPO, PSN], problem, smoke.seeds[0])
     assert list(shown["policy"].unique()) == [GRPO.label, PSN.label]
     ours = shown[shown["policy"] == PSN.label]["response"].tolist()
     assert ours == examples[examples["prompt"] == prompt]["response"].tolist()
@@ -84,8 +87,8 @@ def test_samples_side_by_side_are_read_from_the_records_without_weights(
 
 def test_a_probe_missing_from_the_record_is_named_not_computed(smoke, monkeypatch):
     _no_weights(monkeypatch)
-    monkeypatch.setattr(probes, "_prefix_quality", lambda *a: pytest.fail("computed"))
+    monkeypatch.setattr(probing, "_prefix_quality", lambda *a: pytest.fail("computed"))
     with pytest.raises(MissingRecords, match="prefix_quality probe at seed 0 only, not 1"):
-        probes.prefix_quality_table(smoke, 1)
+        probe_tables.prefix_quality_table(smoke, 1)
     with pytest.raises(MissingRecords, match=r"no usable record of \['base seed 0 \(prefix_q"):
-        probes.prefix_quality_table(smoke)
+        probe_tables.prefix_quality_table(smoke)

@@ -1,6 +1,6 @@
 import pytest
 
-from psnlib.replication.profiles import PROFILES, get_profile
+from psnlib.replication.plan.profiles import PROFILES, get_profile
 
 
 def test_profiles_exist_and_scale_up():

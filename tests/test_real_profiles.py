@@ -5,11 +5,11 @@ import torch
 from datasets import Dataset
 
 import psnlib.evaluate as evaluate_module
-import psnlib.replication.evaluation as evaluation
+import psnlib.replication.compute.evaluation as evaluation
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.evaluation import evaluate_at_profile
-from psnlib.replication.profiles import PROFILES, get_profile
-from psnlib.replication.runs import run_dir
+from psnlib.replication.compute.evaluation import evaluate_at_profile
+from psnlib.replication.plan.profiles import PROFILES, get_profile
+from psnlib.replication.plan.runs import run_dir
 from psnlib.tasks import (
     REAL_BENCHMARKS,
     benchmark_kind,

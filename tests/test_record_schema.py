@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from test_ledger import a_record, expected_of
 
-from psnlib.replication import jobs, ledger, record_schema
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.plan import schedule
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger, schema, status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,15 +107,15 @@ def test_a_record_of_the_wrong_types_or_values_is_named_and_missing(results, how
 
 def test_a_record_over_the_size_bound_is_not_read(results, monkeypatch):
     path = ledger.write(a_record())
-    monkeypatch.setattr(record_schema, "MAX_BYTES", 100)
+    monkeypatch.setattr(schema, "MAX_BYTES", 100)
     monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("read an oversized file"))
     record, damage = ledger.examine(path)
     assert record is None and "over the 100 a record may" in damage
 
 
-def _smoke_grpo() -> tuple[list[jobs.Task], str]:
+def _smoke_grpo() -> tuple[list[schedule.Task], str]:
     profile = get_profile("smoke")
-    plan = jobs.tasks(profile)
+    plan = schedule.tasks(profile)
     return plan, next(t.key(profile) for t in plan if t.key(profile).startswith("grpo-s0-"))
 
 
@@ -128,12 +129,12 @@ def test_status_names_a_damaged_record_and_goes_on(results, how):
     path.write_text(edited if isinstance(edited, str) else json.dumps(edited))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # named in the table, not in a warning as well
-        table = jobs.status(profile, plan)
+        table = status.status(profile, plan)
     row = table[table["run"] == key].iloc[0]
     assert row["state"] == "damaged" and row["why"]
     assert set(table["state"]) == {"missing", "damaged"}
     # nothing measured, so no task is priced below zero (a --budget of 1e-9 then starts none)
-    assert jobs.estimate(table).isna().all()
+    assert status.estimate(table).isna().all()
 
 
 def test_status_of_a_record_nested_100000_deep_is_one_line(tmp_path):

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.regime import (
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report.regime import (
     GATES,
     Threshold,
     at_equal_pass1,
@@ -134,8 +134,8 @@ def _levels(policy, values, seed=0, k=1):
 def test_every_pass_at_k_gate_reads_the_in_distribution_levels():
     """One benchmark set for every gate: the levels the primary claims average (the claim
     'RL narrows pass@k at large k' that narrowing_lo reuses reads the same)."""
-    from psnlib.replication.experiments import benchmarks_of
-    from psnlib.replication.regime import NARROWING, gate_benchmarks
+    from psnlib.replication.plan.experiments import benchmarks_of
+    from psnlib.replication.report.regime import NARROWING, gate_benchmarks
 
     for name in ("smoke", "cpu", "gpu", "paper"):
         p = get_profile(name)
@@ -240,7 +240,7 @@ def test_noise_is_compared_with_temperature_at_equal_pass1():
 
 def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
     from psnlib.models import build_tokenizer, tiny_policy
-    from psnlib.replication.regime import premise_check
+    from psnlib.replication.report.regime import premise_check
 
     tokenizer = build_tokenizer()
     model = tiny_policy("qwen2", "smoke", tokenizer, seed=0).eval()
@@ -263,7 +263,7 @@ def test_premise_check_pools_noise_draws_into_one_curve_per_setting(one_thread):
 def test_the_regime_notebook_runs_after_the_testbed_and_before_the_claims():
     from pathlib import Path
 
-    from psnlib.replication.notebook_runs import notebook_paths
+    from psnlib.replication.report.notebook_runs import notebook_paths
 
     stems = [p.stem for p in notebook_paths(Path(__file__).resolve().parent.parent / "notebooks")]
     assert (

@@ -14,24 +14,19 @@ import pandas as pd
 import pytest
 import torch
 
-from psnlib.replication import (
-    experiments,
-    jobs,
-    ledger,
-    notebook_runs,
-    paths,
-    pool,
-    reproduce,
-    starting_points,
-)
-from psnlib.replication.prefixes import prefix_source
-from psnlib.replication.profiles import get_profile
+from psnlib.replication import reproduce
+from psnlib.replication.compute import jobs, pool, starting_points
+from psnlib.replication.compute.prefixes import prefix_source
+from psnlib.replication.plan import experiments, schedule
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import cost, ledger, paths
+from psnlib.replication.report import notebook_runs
 
 
 def test_planned_work_is_each_run_once_with_all_its_benchmarks():
-    work = experiments.planned_work("cpu")
+    work = schedule.planned_work("cpu")
     keys = [v.run_key(get_profile("cpu"), seed) for v, seed, _ in work]
-    assert len(keys) == len(set(keys)) == len(experiments.planned_runs("cpu"))
+    assert len(keys) == len(set(keys)) == len(schedule.planned_runs("cpu"))
     by_key = dict(zip(keys, work, strict=True))
     grpo0 = by_key[experiments.GRPO.run_key(get_profile("cpu"), 0)]
     id_benchmarks = experiments.benchmarks_of(get_profile("cpu"), "id")
@@ -62,7 +57,7 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
     cpu = get_profile("cpu")
     pool.prepare(cpu, 2)
     assert list(stages) == ["policies", "weak prefixes", "runs"]
-    assert len(stages["runs"]) == len(experiments.planned_work("cpu"))  # no record here
+    assert len(stages["runs"]) == len(schedule.planned_work("cpu"))  # no record here
     premised = [task for _, _, task in stages["runs"] if task.premise]
     assert sorted(task.seed for task in premised) == list(cpu.seeds)
     assert {task.variant.arm.name for task in premised} == {"grpo"}
@@ -105,14 +100,14 @@ def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monke
     torch.set_num_threads(1)
     smoke, benchmarks = get_profile("smoke"), ("countdown-l3",)
     plan = [
-        jobs.Task(experiments.BASE_POLICY, 0, benchmarks),
-        jobs.Task(experiments.GRPO, 0, benchmarks),
+        schedule.Task(experiments.BASE_POLICY, 0, benchmarks),
+        schedule.Task(experiments.GRPO, 0, benchmarks),
     ]
-    monkeypatch.setattr(jobs, "tasks", lambda profile: plan)
+    monkeypatch.setattr(cost, "tasks", lambda profile: plan)
     record = jobs.run_task(smoke, plan[1])  # not the base
     shutil.rmtree(tmp_path / "data")  # no weights, no caches: the record alone
     monkeypatch.setattr(jobs, "run_task", None)  # nothing may compute
-    table = jobs.measured_compute(smoke).set_index("policy")
+    table = cost.measured_compute(smoke).set_index("policy")
     log = ledger.log_table(record)
     assert table.loc["GRPO", "train_seconds"] == log["step_cpu_time"].sum()
     cpu = record["cpu_seconds"]
@@ -121,7 +116,7 @@ def test_measured_compute_reads_the_records_and_computes_nothing(tmp_path, monke
     assert np.isnan(table.loc["base", "eval_seconds"])  # no record
     assert table.loc["GRPO", "cpu"] == record["machine"]["cpu"]
     assert pd.isna(table.loc["base", "cpu"])  # no record
-    machines = jobs.compute_by_machine(table.reset_index()).set_index("cpu")
+    machines = cost.compute_by_machine(table.reset_index()).set_index("cpu")
     assert machines.loc[record["machine"]["cpu"], "tasks"] == 1  # the base has no record
     assert machines["cpu_hours"].sum() * 3600 == pytest.approx(sum(cpu.values()))
     assert not (tmp_path / "data").exists()
@@ -219,7 +214,7 @@ def test_run_notebook_is_quiet_and_publishes_no_machine_directory(tmp_path, capf
 def test_prepare_says_which_records_are_stale_and_why(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(ledger.RESULTS_ENV, str(tmp_path / "results"))
     smoke = get_profile("smoke")
-    task = jobs.tasks(smoke)[1]
+    task = schedule.tasks(smoke)[1]
     stale = {"run": 0, "base": 0}  # made by code whose version has been bumped since (now 1)
     record = {
         "schema": ledger.SCHEMA,

@@ -34,7 +34,11 @@ from pathlib import Path
 
 import pytest
 
-from psnlib.replication import jobs, ledger, notebook_runs, pool, reproduce
+from psnlib.replication import reproduce
+from psnlib.replication.compute import jobs, pool
+from psnlib.replication.plan import schedule
+from psnlib.replication.records import ledger
+from psnlib.replication.report import notebook_runs
 
 
 def did_work(*args, **kwargs) -> None:
@@ -99,7 +103,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from psnlib.replication import pool as local
+from psnlib.replication.compute import pool as local
 import sleeper
 
 folder = Path(sys.argv[1])
@@ -235,7 +239,7 @@ def test_the_ledger_is_out_results_else_psnlib_results_and_help_says_so(
 
 def _record_path(out: Path) -> Path:
     smoke = reproduce.get_profile("smoke")
-    return out / "results" / "smoke" / f"{jobs.tasks(smoke)[3].key(smoke)}.json"
+    return out / "results" / "smoke" / f"{schedule.tasks(smoke)[3].key(smoke)}.json"
 
 
 def _folder_a_file(out: Path) -> str:
@@ -271,7 +275,7 @@ def test_a_failed_task_is_named_by_its_run_key_with_the_reason_first(monkeypatch
     """It was ``FAILED (Profile(name='smoke', ...), Task(...)): PermissionError(...)``, about
     2,000 characters with the reason at the end."""
     smoke = reproduce.get_profile("smoke")
-    task = jobs.tasks(smoke)[1]
+    task = schedule.tasks(smoke)[1]
 
     def refuse(profile, task):
         raise PermissionError(13, "Permission denied", "results/smoke/x.json")

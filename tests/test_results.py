@@ -8,17 +8,18 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.claim import Claim
-from psnlib.replication.claim_stats import (
+from psnlib.replication.analysis.claim import Claim
+from psnlib.replication.analysis.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
     SOLVED_ONLY,
     STEP_VALIDITY,
     Statistic,
 )
-from psnlib.replication.claim_stats import THROUGHPUT as THROUGHPUT_STAT
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.experiments import (
+from psnlib.replication.analysis.claim_stats import THROUGHPUT as THROUGHPUT_STAT
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.verdicts import minimum_detectable_effect, verdict
+from psnlib.replication.plan.experiments import (
     BASE_POLICY,
     GRPO,
     PSN,
@@ -26,8 +27,8 @@ from psnlib.replication.experiments import (
     main_results,
     rl_narrows_coverage,
 )
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import (
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report.results import (
     check_claim,
     claims_markdown,
     discussion,
@@ -35,7 +36,6 @@ from psnlib.replication.results import (
     results_markdown,
     timing_summary,
 )
-from psnlib.replication.verdicts import minimum_detectable_effect, verdict
 
 SMOKE = get_profile("smoke")  # n = 16 samples, ks 1..16
 ID = benchmarks_of(SMOKE, "id")[:2]
@@ -344,8 +344,8 @@ def test_the_size_of_the_papers_effect_is_judged_raw_and_scaled_to_the_headroom(
 def test_the_paper_vs_released_code_table_is_pulled_from_the_claim_rows():
     """Each difference names the claims whose rows test it (all of them claims), and its result
     is those rows' verdicts and intervals: another table gives another text."""
-    from psnlib.replication.code_differences import CODE_DIFFERENCES
-    from psnlib.replication.results_text import code_differences, code_differences_markdown
+    from psnlib.replication.analysis.code_differences import CODE_DIFFERENCES
+    from psnlib.replication.report.results_text import code_differences, code_differences_markdown
 
     names = {c.name for c in CLAIMS}
     for d in CODE_DIFFERENCES:

@@ -12,9 +12,9 @@ import torch
 from conftest import CHECKPOINTED, PROMPTS, tiny_trainer
 from datasets import Dataset
 
-from psnlib.replication import runs
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.runs import train_policy
+from psnlib.replication.compute import runs
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
 from psnlib.trainer import PSNGRPOTrainer
 
 TIMES = ("time", "per_second", "runtime")  # wall-clock entries of a log: never equal

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from psnlib.replication.experiments import planned_runs
+from psnlib.replication.plan.schedule import planned_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = json.loads((ROOT / "tests" / "data" / "planned_run_keys.json").read_text())

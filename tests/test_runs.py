@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from psnlib.models import META_FILE, build_tokenizer, tiny_policy
-from psnlib.replication import arms, runs
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import Run, reward_key, rl_config, run_dir, train_policy
-from psnlib.replication.variants import Variant
+from psnlib.replication.compute import runs
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
+from psnlib.replication.plan import arms
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.plan.runs import Run, reward_key, rl_config, run_dir
+from psnlib.replication.plan.variants import Variant
 from psnlib.tasks import math_reward, task_reward
 from psnlib.tasks.reward import countdown_reward as builtin_countdown_reward
 

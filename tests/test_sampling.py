@@ -15,8 +15,8 @@ from transformers import (
 )
 
 from psnlib import decoder, sampling
-from psnlib.replication.pretrain import build_policy
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.pretrain import build_policy
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.sampling import decode, generate_samples, sample_rows, sample_tokens
 
 # floats: compared along two code paths, also run at other CPU kernel levels (make test-floats)

@@ -11,13 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib.replication.claim import EQUIVALENCE_SHARE, Claim
-from psnlib.replication.claim_stats import PASS_AT_1, PASS_AT_MAX
-from psnlib.replication.claims import CLAIMS
-from psnlib.replication.experiments import GRPO, PSN, PSN_RELEASED, main_results
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.results import check_claim, judge
-from psnlib.replication.verdicts import (
+from psnlib.replication.analysis.claim import EQUIVALENCE_SHARE, Claim
+from psnlib.replication.analysis.claim_stats import PASS_AT_1, PASS_AT_MAX
+from psnlib.replication.analysis.claims import CLAIMS
+from psnlib.replication.analysis.verdicts import (
     EQUIVALENT,
     EXPLORATORY,
     INCONCLUSIVE,
@@ -27,6 +24,9 @@ from psnlib.replication.verdicts import (
     standard_error,
     verdict,
 )
+from psnlib.replication.plan.experiments import GRPO, PSN, PSN_RELEASED, main_results
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report.results import check_claim, judge
 
 BY_NAME = {c.name: c for c in CLAIMS}
 SMOKE = get_profile("smoke")
@@ -159,7 +159,7 @@ def test_a_claim_is_tested_on_the_seeds_that_did_not_frame_it():
 def test_a_difference_clear_of_zero_keeps_its_word_whatever_the_power():
     """Power decides the words that read an absence; a difference the seeds saw stands: RL's
     narrowing, +10.6 [+8.8, +12.4] at 16 seeds with an MDE of 2.6 against a scaled +1.6."""
-    from psnlib.replication.verdicts import CONTRADICTED, REPRODUCED, SUPERIOR, verdict
+    from psnlib.replication.analysis.verdicts import CONTRADICTED, REPRODUCED, SUPERIOR, verdict
 
     kw = {"direction": SUPERIOR, "seeds": 16, "effect": 1.6, "mde": 2.6}
     assert verdict(8.8, 12.4, **kw) == REPRODUCED

@@ -1,4 +1,5 @@
-"""``--executor slurm`` (``psnlib.replication.slurm``) on a real single-node Slurm started here.
+"""``--executor slurm`` (``psnlib.replication.compute.slurm``) on a real single-node Slurm started
+here.
 
 The ``cluster`` fixture writes a slurm.conf of its own in a temporary directory, starts munged
 (its own key and socket), slurmctld and slurmd on it, waits until ``sinfo`` shows the node idle,
@@ -24,9 +25,12 @@ import pandas as pd
 import pytest
 import torch
 
-from psnlib.io import read_json
-from psnlib.replication import jobs, ledger, pool, reproduce, slurm, slurm_settings
-from psnlib.replication.profiles import get_profile
+from psnlib.cache import read_json
+from psnlib.replication import reproduce
+from psnlib.replication.compute import jobs, pool, slurm, slurm_settings
+from psnlib.replication.plan import schedule
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
 
 SMOKE = get_profile("smoke")
 DAEMONS = ("slurmctld", "slurmd", "munged")
@@ -171,7 +175,7 @@ def data(built, tmp_path, monkeypatch) -> Path:
 
 def _keys() -> list[str]:
     """Four quick tasks of the smoke plan (PSN, released PSN, PSN adaptive II, weak prefix)."""
-    plan = jobs.tasks(SMOKE)
+    plan = schedule.tasks(SMOKE)
     return [task.key(SMOKE) for task in plan[2:4] + plan[7:9]]
 
 
@@ -189,7 +193,7 @@ def reference(built, tmp_path_factory) -> dict[str, dict]:
         wanted = set(_keys())
         return {
             t.key(SMOKE): jobs.run_task(SMOKE, t)
-            for t in jobs.tasks(SMOKE)
+            for t in schedule.tasks(SMOKE)
             if t.key(SMOKE) in wanted
         }
     finally:

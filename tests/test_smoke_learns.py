@@ -5,9 +5,9 @@ it did not train on."""
 import pytest
 import torch
 
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import get_profile
-from psnlib.replication.runs import train_policy
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.compute.runs import train_policy
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.sampling import decode, sample_prompts
 from psnlib.tasks import task_reward
 from psnlib.tasks.splits import rl_train_set

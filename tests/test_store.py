@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from psnlib.models import build_tokenizer, tiny_policy
-from psnlib.replication.store import ResultStore, config_hash, weights_fingerprint
+from psnlib.replication.compute.store import ResultStore, config_hash, weights_fingerprint
 
 TABLE = pd.DataFrame(
     {

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib.replication import summaries
+from psnlib.replication.analysis import summaries
 
 
 def curves() -> pd.DataFrame:

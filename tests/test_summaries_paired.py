@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psnlib.replication import plots, summaries
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.analysis import summaries
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.report import plots
 
 # pass@1 and pass@2 (the largest k) from n = 4 samples per problem
 PROFILE = get_profile("smoke").with_overrides(ks=(1, 2))
@@ -117,7 +118,7 @@ def test_several_references_pair_each_arm_once_with_each():
 
 
 def test_a_per_problem_statistic_of_choice_and_no_per_run_one():
-    from psnlib.replication.claim_stats import ENTROPY, THROUGHPUT
+    from psnlib.replication.analysis.claim_stats import ENTROPY, THROUGHPUT
 
     table = summaries.paired_differences(problems(), "GRPO", PROFILE, statistics=[ENTROPY])
     assert table["statistic"].tolist() == ["entropy", "entropy"]

@@ -11,9 +11,9 @@ import pytest
 
 BUILD_AND_EVALUATE = """
 import hashlib, json, sys, torch
-from psnlib.replication.evaluation import evaluate_at_profile
-from psnlib.replication.pretrain import base_policy
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.evaluation import evaluate_at_profile
+from psnlib.replication.compute.pretrain import base_policy
+from psnlib.replication.plan.profiles import get_profile
 assert torch.get_num_threads() == int(sys.argv[1])
 smoke = get_profile("smoke")
 model, tokenizer, _ = base_policy(smoke)

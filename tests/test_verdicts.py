@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from psnlib.replication.verdicts import (
+from psnlib.replication.analysis.verdicts import (
     EQUIVALENT,
     NONINFERIOR,
     SUPERIOR,

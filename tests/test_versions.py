@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from psnlib.io import ROOT
-from psnlib.replication import codeversion, jobs, ledger, proof
-from psnlib.replication.profiles import get_profile
+from psnlib.paths import ROOT
+from psnlib.replication.compute import proof
+from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import codeversion, ledger, status
 
 COMMITTED = ROOT / "results" / "cpu"
 CHEAP = "base-0094015387a6"  # the committed record that took the fewest CPU seconds (50)
@@ -66,7 +67,7 @@ def test_an_arithmetic_edit_in_noise_trips_the_run_kind_until_bumped_or_repinned
     assert "make prove-version KIND=run" in message
 
     # one way out: its results change, the version is bumped and its records are stale
-    source = package_copy / "replication" / "codeversion.py"
+    source = package_copy / "replication" / "records" / "codeversion.py"
     record = json.loads((COMMITTED / "psn-s4-bdeeb1d55bef.json").read_text())
     assert codeversion.current("run", record["code"]["run"])
     with pytest.MonkeyPatch.context() as bumped:
@@ -100,7 +101,7 @@ def test_moving_a_function_between_compute_modules_leaves_every_record_current(
     assert "def noise_seed" not in noise.read_text()
     assert "run" in codeversion.moved()
     monkeypatch.setenv(ledger.RESULTS_ENV, str(ROOT / "results"))  # the committed records
-    states = jobs.status(get_profile("cpu"))["state"].value_counts().to_dict()
+    states = status.status(get_profile("cpu"))["state"].value_counts().to_dict()
     assert states == {"done": len(list(COMMITTED.glob("*.json")))}
 
 
@@ -167,7 +168,7 @@ def one_record(monkeypatch, package_copy):
     ``codeversion`` source, which it returns."""
     committed = _committed()
     monkeypatch.setattr(proof, "choose", lambda profile, kinds: [(None, committed)])
-    return package_copy / "replication" / "codeversion.py"
+    return package_copy / "replication" / "records" / "codeversion.py"
 
 
 def test_the_proof_fails_when_a_recomputed_record_differs(one_record, monkeypatch, capsys):

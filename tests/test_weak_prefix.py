@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from psnlib import weak_prefix
 from psnlib.models import build_tokenizer, load_policy, save_policy, tiny_policy
-from psnlib.replication.pretrain import build_policy
-from psnlib.replication.profiles import get_profile
+from psnlib.replication.compute.pretrain import build_policy
+from psnlib.replication.plan.profiles import get_profile
 from psnlib.tasks import rl_train_set
 from psnlib.tasks.countdown import ATTEMPT_SEP, CHARSET, Problem, random_solution, verify
 from psnlib.tasks.prefix_quality import complete_prefix, finish_attempt, prefix_quality
@@ -434,8 +434,8 @@ def test_reward_with_prefix():
 
 def test_prefix_train_set_of_a_profile_and_its_same_family_control(tmp_path, monkeypatch):
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))  # smoke policies build here in seconds
-    from psnlib.replication.prefixes import prefix_source, prefix_train_set
-    from psnlib.replication.profiles import get_profile
+    from psnlib.replication.compute.prefixes import prefix_source, prefix_train_set
+    from psnlib.replication.plan.profiles import get_profile
 
     smoke = get_profile("smoke")
     assert prefix_source(smoke, "weak") == smoke.weak

@@ -1,11 +1,16 @@
 """The replication wing: what the notebooks and ``make reproduce`` need on top of the library.
 
-Profiles (the scales, from the 2-core testbed to the papers' GPUs), the policies' pretraining,
-weak-prefix training sets, RL runs and the variants an experiment compares, the experiments'
-plans, the result store, the compute budget, probes, calibration, the regime gates, the papers'
-claims with their statistics and verdicts, the results text, plots, the notebook helpers,
-``reproduce`` (``make reproduce``) and the command line (``python -m psnlib train|eval``).
+Five rooms, each a sub-package whose ``__init__`` says what it holds and what it may import; a
+room imports only the rooms below it (an import-linter contract in ``make test``):
 
-It imports the library (``psnlib``); the library never imports it (an import-linter contract in
-``make test``).
+- ``report``: RESULTS.md, the notebooks' helpers, figures;
+- ``analysis`` and ``compute``, side by side and independent: the claims and statistics read from
+  the records; the training and evaluation that write them;
+- ``records``: the run ledger, its schema and code versions, and its readers;
+- ``plan``: the profiles, arms, experiments and tasks, as values.
+
+``reproduce`` (``make reproduce``) drives them: it computes the plan's missing records, then runs
+the notebooks. CONTRIBUTING.md says how to add an arm or change run code without losing records.
+
+It imports the library (``psnlib``); the library never imports it.
 """

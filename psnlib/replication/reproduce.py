@@ -15,27 +15,27 @@ caches, so a re-run notebook only computes what is missing.
 
 Before the notebooks, ``--workers`` processes (default: the CPU cores, up to 4; 1 with a GPU)
 compute, one torch thread each, every task of the plan that has no usable record in the run ledger
-(``psnlib.replication.jobs``, ``psnlib.replication.ledger``: ``<ledger>/<profile>/<run key>.json``;
-the checkout's are committed): first the starting policies and weak-prefix sets that are neither
-committed nor cached, then the tasks, primary comparisons first, each writing its record. Tiny
-models gain little from a second thread, so on 2 cores two tasks at once finish about twice as fast
-as one after the other. The notebooks read the records, so on a clone whose records are complete
-nothing is trained or evaluated; where records are missing, the notebooks wait until they are made
-(run it again: it resumes, the caches keep a killed task's finished parts). ``--budget SECONDS`` or
-``--until HH:MM`` (both: the earlier of the two) start no task whose cost, estimated from the
-records' measured CPU seconds (``jobs.estimate``), would end after it, so a time-limited job stops
-with its records written; ``--status`` shows the plan's records (done / missing / stale per arm and
-seed, CPU time done and left) and trains nothing. ``--rebuild`` re-runs the SFT of the committed
-starting policies and compares fingerprints; ``--commit-start`` copies built ones into
-``results/start/``. Wall times of each stage and notebook are appended to
-``runs/<profile>/reproduce_timing.json``, copied to ``figures/<profile>/`` as each notebook
-finishes. A task that fails is reported and the others go on; a failure is one line, the task's run
-key and the error first; workers die with the process that started them.
+(``psnlib.replication.compute.jobs``, ``psnlib.replication.records.ledger``:
+``<ledger>/<profile>/<run key>.json``; the checkout's are committed): first the starting policies
+and weak-prefix sets that are neither committed nor cached, then the tasks, primary comparisons
+first, each writing its record. Tiny models gain little from a second thread, so on 2 cores two
+tasks at once finish about twice as fast as one after the other. The notebooks read the records, so
+on a clone whose records are complete nothing is trained or evaluated; where records are missing,
+the notebooks wait until they are made (run it again: it resumes, the caches keep a killed task's
+finished parts). ``--budget SECONDS`` or ``--until HH:MM`` (both: the earlier of the two) start no
+task whose cost, estimated from the records' measured CPU seconds (``status.estimate``), would end
+after it, so a time-limited job stops with its records written; ``--status`` shows the plan's
+records (done / missing / stale per arm and seed, CPU time done and left) and trains nothing.
+``--rebuild`` re-runs the SFT of the committed starting policies and compares fingerprints;
+``--commit-start`` copies built ones into ``results/start/``. Wall times of each stage and notebook
+are appended to ``runs/<profile>/reproduce_timing.json``, copied to ``figures/<profile>/`` as each
+notebook finishes. A task that fails is reported and the others go on; a failure is one line, the
+task's run key and the error first; workers die with the process that started them.
 
 The run ledger, for this command and every process it starts (workers, Slurm jobs, notebooks), is
 ``<--out>/results`` where ``--out`` is given, else ``$PSNLIB_RESULTS`` where that is set, else the
 checkout's ``results/`` (``LEDGER``, as ``--help`` says it). Before the first task
-(``psnlib.replication.sitting``) it checks that the ledger can take every record (its folder
+(``psnlib.replication.compute.sitting``) it checks that the ledger can take every record (its folder
 writable, no directory or link where a record goes), that no stored part or prefix set is a
 directory, and, at every command, that the committed starting points (``results/start/``) are
 whole: a damaged one is named with the ``git checkout`` that restores it, never trained again.
@@ -47,9 +47,9 @@ that is not a positive number of seconds, an ``--until`` that is not HH:MM (an e
 ``--executor slurm``) ends the program with one line naming it, before any work.
 ``PSNLIB_DATA`` and the ledger's folder are resolved to absolute paths here, once.
 
-``--executor slurm`` (``psnlib.replication.slurm``, docs/scale_out.md) builds the starting points
-here, then submits the tasks without a usable record as one Slurm job array instead of running
-them in local workers, and waits for it (``--no-wait``: returns once submitted); it computes
+``--executor slurm`` (``psnlib.replication.compute.slurm``, docs/scale_out.md) builds the starting
+points here, then submits the tasks without a usable record as one Slurm job array instead of
+running them in local workers, and waits for it (``--no-wait``: returns once submitted); it computes
 tasks only, so it takes no ``--only`` (the notebooks run here, afterwards, without it); its flags
 (``--partition``, ``--time``, ``--cpus-per-task``, ``--mem-gb``, ``--gpus-per-task``,
 ``--array-parallelism``, ``--slurm-config``, ``--runs``) are checked before anything is submitted.
@@ -70,23 +70,20 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from psnlib.io import (
-    WriteFailed,
-    atomic_write_json,
-    check_data_dir,
-    check_writable,
-    data_dir,
-    read_json,
-)
-from psnlib.replication import jobs, ledger, sitting, slurm, slurm_settings, starting_points
-from psnlib.replication.arms import BASE
-from psnlib.replication.codeversion import PACKAGE
-from psnlib.replication.experiments import planned_runs
-from psnlib.replication.notebook_runs import notebook_paths, run_notebook
-from psnlib.replication.paths import ROOT, environment
-from psnlib.replication.paths import figures_dir as default_figures
-from psnlib.replication.pool import prepare, starting
-from psnlib.replication.profiles import PROFILES, Profile, get_profile
+from psnlib.cache import read_json
+from psnlib.io import WriteFailed, atomic_write_json
+from psnlib.paths import check_data_dir, check_writable, data_dir
+from psnlib.replication.compute import sitting, slurm, slurm_settings, starting_points
+from psnlib.replication.compute.pool import prepare, starting
+from psnlib.replication.plan import schedule
+from psnlib.replication.plan.arms import BASE
+from psnlib.replication.plan.profiles import PROFILES, Profile, get_profile
+from psnlib.replication.plan.schedule import planned_runs
+from psnlib.replication.records import ledger, status
+from psnlib.replication.records.codeversion import PACKAGE
+from psnlib.replication.records.paths import ROOT, environment
+from psnlib.replication.records.paths import figures_dir as default_figures
+from psnlib.replication.report.notebook_runs import notebook_paths, run_notebook
 
 VERSIONS_FILE = "versions.json"  # beside each profile's figures: what made them
 TIMING_FILE = "reproduce_timing.json"  # this reproduction's log, in runs/ and figures/
@@ -172,8 +169,8 @@ def check_arguments(args: argparse.Namespace) -> tuple[Profile, list[Path]]:
 def status_report(profile: Profile, workers: int) -> str:
     """``--status``: per arm and seed of the plan, done / missing / stale, the CPU time done and
     the time left at the records' measured costs, with ``workers`` processes."""
-    table = jobs.status(profile)
-    table["estimate"] = jobs.estimate(table)
+    table = status.status(profile)
+    table["estimate"] = status.estimate(table)
     grid = table.pivot_table(
         index="policy", columns="seed", values="state", aggfunc="first", sort=False
     ).fillna("")
@@ -263,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _not_done(table: pd.DataFrame, then: str) -> bool:
-    """Whether some task of ``table`` (``jobs.status``) has no usable record; if so, say how many
+    """Whether some task of ``table`` (``status.status``) has no usable record; if so, say how many
     and ``then``, what to do: the notebooks run only once every record is made."""
     left = int((table["state"] != "done").sum())
     if left:
@@ -288,7 +285,7 @@ def _main(
         if computes:
             sitting.check_parts(settings)
             sitting.check_prefix_sets()
-            sitting.check_ledger(settings, jobs.tasks(settings))
+            sitting.check_ledger(settings, schedule.tasks(settings))
     except ValueError as err:
         sys.exit(f"psnlib.replication.reproduce: error: {err}")
     if args.status:

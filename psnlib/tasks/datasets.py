@@ -4,8 +4,8 @@ the kind of any benchmark name, Countdown split or real.
 ``"countdown"`` is the CPU testbed (``rl_train_set``, judged by ``countdown_reward``); any other
 name is a key of ``REAL_BENCHMARKS`` (``load_real_benchmark``, judged by ``math_reward``): the
 ``paper`` profile trains on ``"simplerl-math-l3to5"``. A profile names its training set in
-``Profile.rl_dataset``; ``psnlib.replication.runs`` and the command line read it through these
-functions.
+``Profile.rl_dataset``; ``psnlib.replication.compute.runs`` and the command line read it through
+these functions.
 """
 
 from __future__ import annotations

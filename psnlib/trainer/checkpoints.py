@@ -16,9 +16,8 @@ and why, and ``resume_training`` falls back to the next older one when loading o
 DeepSpeed checkpoints (a ``global_stepN`` directory named by ``latest``) hold the weights,
 optimizer and schedule there; FSDP's layout is not recognised (never complete).
 
-``KeepSteps`` keeps the policy of chosen steps (a training path) beyond the checkpoints' rotation:
-it has the trainer save a checkpoint at each, and copies its policy (weights, config, tokenizer;
-no optimizer or RNG state) to ``<into>/path/step-<N>`` (``path_step_dir``), atomically.
+``KeepSteps``, which keeps the policy of chosen steps beyond the checkpoints' rotation, is in
+``psnlib.trainer.kept_steps``.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from typing import Any
 
 from safetensors import SafetensorError
 from torch import nn
-from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import Trainer, TrainerState
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from transformers.utils import (
@@ -48,8 +47,8 @@ from transformers.utils import (
     WEIGHTS_NAME,
 )
 
-from psnlib.io import Damaged, atomic_directory, atomic_write_json, shareable
-from psnlib.models import check_saved_policy, safetensors_extent
+from psnlib.io import atomic_write_json, shareable
+from psnlib.models import safetensors_extent
 
 SCHEDULER_STATE = "sigma_scheduler.json"  # in each checkpoint directory, written last
 STAGING = ".staging"  # beside the checkpoints: where one is written before it is renamed
@@ -57,10 +56,6 @@ LOW_SPACE = 64 * 2**20  # free bytes below which a failed save is put down to a 
 # What loading a damaged file raises (torch.load, safetensors, json); not KeyboardInterrupt.
 LOAD_ERRORS = (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError, SafetensorError)
 _CHECKPOINT = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
-PATH_DIR = "path"  # in a run's work directory and its policy: the policies KeepSteps kept
-# What a checkpoint holds beyond its policy: left out of a kept step.
-TRAINING_STATE = (OPTIMIZER_NAME, SCHEDULER_NAME, "rng_state*.pth", TRAINER_STATE_NAME)
-TRAINING_STATE += (SCHEDULER_STATE, "training_args.bin", "latest", "global_step*")
 
 logger = logging.getLogger(__name__)
 
@@ -332,93 +327,3 @@ def _save_error(err: BaseException, checkpoint: str, staging: str) -> OSError:
             f"({free} bytes free; {type(err).__name__}: {reason}); free disk space and resume",
         )
     return OSError(f"checkpoint {checkpoint} could not be written ({type(err).__name__}: {reason})")
-
-
-def path_step_dir(root: str | Path, step: int) -> Path:
-    """Where the policy of ``step`` kept under ``root`` lies: ``<root>/path/step-<step>``."""
-    return Path(root) / PATH_DIR / f"step-{step}"
-
-
-def keep_policy(checkpoint: str | Path, destination: str | Path) -> Path:
-    """Copy the policy of ``checkpoint`` (its files less ``TRAINING_STATE``) to ``destination``
-    atomically (``psnlib.io.atomic_directory``: a kill leaves the old copy or the new, whole)."""
-    with atomic_directory(destination) as tmp:
-        ignore = shutil.ignore_patterns(*TRAINING_STATE)
-        shutil.copytree(checkpoint, tmp, ignore=ignore, dirs_exist_ok=True)
-    return Path(destination)
-
-
-class KeepSteps(TrainerCallback):
-    """Keep the policy at each of ``steps``: the trainer saves a checkpoint there (a save changes
-    no weight or random stream), which the main process copies to ``path_step_dir(into, step)``
-    (``keep_policy``) before the rotation of later saves can delete it."""
-
-    def __init__(self, steps: tuple[int, ...], into: str | Path) -> None:
-        self.steps, self.into = frozenset(steps), Path(into)
-
-    def on_step_end(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
-    ) -> TrainerControl:
-        if state.global_step in self.steps:
-            control.should_save = True
-        return control
-
-    def on_save(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
-    ) -> TrainerControl:
-        if state.global_step in self.steps and state.is_world_process_zero:
-            name = f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            keep_policy(Path(args.output_dir, name), path_step_dir(self.into, state.global_step))
-        return control
-
-
-def check_keep_steps(steps: tuple[int, ...], max_steps: int) -> tuple[int, ...]:
-    """``steps`` sorted, once each; a ``ValueError`` unless each is an integer in 1 ..
-    ``max_steps - 1`` (the final policy is the run's own)."""
-    if any(not isinstance(s, int) or isinstance(s, bool) or not 0 < s < max_steps for s in steps):
-        raise ValueError(f"keep_steps must be integers in 1 .. {max_steps - 1}, got {steps!r}")
-    return tuple(sorted(set(steps)))
-
-
-def has_kept(root: str | Path, steps: tuple[int, ...]) -> bool:
-    """Whether ``root`` holds a whole kept policy (``psnlib.models.check_saved_policy``) at every
-    step of ``steps`` (``path_step_dir``)."""
-    for step in steps:
-        try:
-            check_saved_policy(path_step_dir(root, step))
-        except (Damaged, OSError):
-            return False
-    return True
-
-
-def prepare_kept(output_dir: str | Path, steps: tuple[int, ...]) -> None:
-    """Before training resumes in ``output_dir``: keep each step of ``steps`` that a checkpoint
-    there holds and no kept copy does (a kill between the save and the copy); where a step is
-    still missing that resuming would not train again (the newest complete checkpoint is at or
-    past it), delete the checkpoints, with a warning, so the run trains from scratch."""
-    output_dir = Path(output_dir)
-    for step in steps:
-        checkpoint = output_dir / f"{PREFIX_CHECKPOINT_DIR}-{step}"
-        if not has_kept(output_dir, (step,)) and checkpoint_problem(checkpoint) is None:
-            keep_policy(checkpoint, path_step_dir(output_dir, step))
-    newest = last_checkpoint(output_dir)
-    done = int(_CHECKPOINT.fullmatch(Path(newest).name).group(1)) if newest else 0
-    lost = [s for s in steps if s <= done and not has_kept(output_dir, (s,))]
-    if lost:
-        logger.warning(
-            "%s: no kept policy of steps %s, and resuming would not train them again: "
-            "training the run from scratch",
-            output_dir,
-            lost,
-        )
-        for path in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-            shutil.rmtree(path)
-
-
-def kept_policies(root: str | Path, steps: tuple[int, ...]) -> dict[int, Path]:
-    """Step -> the policy kept under ``root`` at each of ``steps``; a ``RuntimeError`` naming the
-    steps whose policy is missing or not whole."""
-    lost = [step for step in steps if not has_kept(root, (step,))]
-    if lost:
-        raise RuntimeError(f"{root}: the policies of steps {lost} were not kept")
-    return {step: path_step_dir(root, step) for step in steps}
