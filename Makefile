@@ -39,7 +39,7 @@ prove-version: $(VENV)/.installed
 ## make pin-run-keys: after a deliberate change of the plan (an arm, a seed, a setting a key covers),
 ## pin every planned run key of the cpu and smoke profiles (tests/test_run_keys.py checks them)
 pin-run-keys: $(VENV)/.installed
-	$(BIN)/python -c "import json; from psnlib.replication.plan.experiments import planned_runs; \
+	$(BIN)/python -c "import json; from psnlib.replication.plan.schedule import planned_runs; \
 	  keys = {p: sorted(planned_runs(p)['run']) for p in ('cpu', 'smoke')}; \
 	  print(json.dumps(keys, indent=1))" > tests/data/planned_run_keys.json
 

@@ -365,7 +365,10 @@ def test_every_claim_names_runs_its_experiment_trains_or_is_not_run(profile):
         try:
             sides = claim.sides(p)
         except NotRun:
-            assert profile != "paper", claim.name  # the paper profile has every policy
+            # the paper profile has every policy but the testbed's re-test of a framed claim on
+            # fresh seeds (issue 51: the released-code chain, cpu's chain_seeds)
+            retest = claim.experiment.__name__ == "released_chain"
+            assert profile != "paper" or retest, claim.name
             continue
         plan = claim.experiment(p)
         for v in sides:

@@ -213,7 +213,7 @@ def test_the_released_fixed_configuration_carries_the_papers_fixed_gain():
         assert claim.interest is None and "76.94" in claim.paper
         assert claim.sides(CPU) == (PSN_RELEASED_FIXED, GRPO)
         assert claim.experiment.__name__ == "released_code" and claim.excluded(CPU) == ()
-        assert claim.experiment(CPU).seeds == tuple(range(16))
+        assert claim.experiment(CPU).seeds == tuple(range(32))  # round three: 16-31 fresh
     row = _judged(PLAIN[2], 16, -0.3, 0.4)  # below +1.04, 16 seeds that can see it
     assert row["effect"] == pytest.approx(76.94 - 74.7)
     assert row["effect_scaled"] == pytest.approx(SCALED_FIXED_GAIN)
@@ -263,7 +263,8 @@ def test_the_released_code_ablation_chain_leaves_out_the_seed_that_framed_it():
         assert claim.experiment.__name__ == "released_code_ablation", name
         assert claim.sides(CPU) == sides, name
         assert claim.excluded(CPU) == (0,) and claim.excluded(SMOKE) == ()  # framed on cpu's 0
-        assert set(claim.experiment(CPU).seeds) - {0} == {1, 2, 3, 4}  # tested on four seeds
+        # tested on 1-4 in round two and on fresh seeds 5-12 in round three
+        assert set(claim.experiment(CPU).seeds) - {0} == set(range(1, 13))
         assert claim.effect is None and claim.interest == pytest.approx(76.94 - 74.7), name
     # the sigma sweep's per-rollout vs per-step row was these very runs, the other way round
     assert "Per-rollout noise beats per-step noise" not in BY_NAME
@@ -294,7 +295,7 @@ def test_the_tis_three_way_pairs_the_main_seeds():
     assert noise.sides(CPU) == (PSN_NO_TIS, GRPO) and tis.sides(CPU) == (PSN, PSN_NO_TIS)
     for claim in (noise, tis):
         plan = claim.experiment(CPU)
-        assert plan.name == "tis_three_way" and plan.seeds == tuple(range(16))
+        assert plan.name == "tis_three_way" and plan.seeds == tuple(range(32))
         assert claim.kind == "id" and plan.benchmarks == benchmarks_of(CPU, "id")
         assert claim.statistic is PASS_AT_MAX and claim.excluded(CPU) == ()
     assert noise.effect is None and noise.interest == pytest.approx(76.94 - 74.7)
@@ -321,7 +322,7 @@ def test_the_exploration_baselines_are_the_profiles_settings():
     for arm, ours in BASELINE_ARMS.items():
         for words, baseline in (
             ("a raised rollout temperature", rollout_temperature(CPU)),
-            ("the entropy bonus", entropy_bonus(0.1)),
+            ("the entropy bonus", entropy_bonus(0.1, tuple(range(16)))),  # collapsed: not rerun
             ("a weaker entropy bonus", entropy_bonus(0.03)),
         ):
             plain = BY_NAME[f"{arm} beats {words}"]
@@ -331,7 +332,7 @@ def test_the_exploration_baselines_are_the_profiles_settings():
             for claim in (plain, joint):
                 assert claim.sides(CPU) == (ours, baseline), claim.name
                 plan = claim.experiment(CPU)
-                assert plan.name == "exploration_baselines" and plan.seeds == tuple(range(16))
+                assert plan.name == "exploration_baselines" and plan.seeds == tuple(range(32))
                 assert claim.effect is None and claim.interest == pytest.approx(76.94 - 74.7)
                 assert "not compared in the paper" in claim.paper
             assert "the baseline's pass@1 -> pass@256 frontier" in joint.paper
@@ -351,9 +352,11 @@ def test_the_exploration_baselines_are_the_profiles_settings():
         "not run at this profile"
     )
     with pytest.raises(NotRun, match=r"cpu profile has no entropy bonus \(entropy_coefs is empty"):
-        bonus.sides(CPU.with_overrides(entropy_coefs=()))
+        bonus.sides(CPU.with_overrides(entropy_coefs=(), entropy_coef_seeds=()))
     row = check_claim(
-        bonus, pd.DataFrame(columns=["benchmark"]), CPU.with_overrides(entropy_coefs=())
+        bonus,
+        pd.DataFrame(columns=["benchmark"]),
+        CPU.with_overrides(entropy_coefs=(), entropy_coef_seeds=()),
     )
     assert row["verdict"] == "not run at this profile"
 

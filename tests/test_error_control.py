@@ -204,7 +204,15 @@ def test_the_weaker_entropy_bonus_rows_are_post_hoc_at_round_twos_seeds():
     assert len(weak) == 6
     cpu = get_profile("cpu")
     assert all(c.excluded(cpu) == tuple(range(16)) and c.framed for c in weak)
-    assert all(c.post_hoc(cpu) for c in weak)  # round two has no other seed
+    assert all(
+        c.post_hoc(
+            cpu.with_overrides(
+                seeds=tuple(range(16)), baseline_seeds=tuple(range(16)), entropy_coef_seeds=()
+            )
+        )
+        for c in weak
+    )  # round two alone: no other seed
+    assert not any(c.post_hoc(cpu) for c in weak)  # round three's fresh seeds 16-31 judge them
     # every confirmatory claim compares with GRPO (the base policy for the premise), and no
     # post-hoc claim is confirmatory
     for c in CLAIMS:

@@ -30,7 +30,7 @@ def test_every_plan_is_well_formed(profile):
         plan = experiments.plan(name, profile)
         labels = [v.label for v in plan.variants]
         assert len(set(labels)) == len(labels), name
-        assert plan.seeds and plan.benchmarks, name
+        assert (plan.seeds and plan.benchmarks) or not plan.variants, name  # empty: not here
 
 
 def test_unknown_experiment_and_bad_variants_are_named():
@@ -50,19 +50,26 @@ def test_runs_are_shared_across_experiments():
     assert table["run"].is_unique
     bases = table[table.arm == BASE.name]
     assert len(bases) == 1 + len(cpu.other_policies)
-    assert bases.benchmarks.max() == len(cpu.benchmarks)  # in- and out-of-distribution
+    # in- and out-of-distribution, and the tuning problems (for the tuning's training path)
+    assert bases.benchmarks.max() == len(cpu.benchmarks) + len(cpu.tuning_benchmarks)
     table = table[table.arm != BASE.name]
     # The main arms at every seed: GRPO, PSN fixed, PSN adaptive II, GRPO + weak prefix, the
     # released code's two PSNs (fixed and Variant I) and PSN without TIS; the exploration
     # baselines at the baseline seeds; every ablation (with issue 41's per-replica draws) and the
     # other policy's two runs at the ablation seeds (issues 31, 41)
-    n_main = 7 * len(cpu.seeds)
+    n_main = 7 * len(cpu.seeds) + len(cpu.seeds)  # and the 3PO-style arm (issue 51)
     n_baselines = (1 + len(cpu.entropy_coefs)) * len(cpu.baseline_seeds)  # temperature, bonuses
+    n_baselines -= sum(len(cpu.baseline_seeds) - len(s) for _, s in cpu.entropy_coef_seeds)
+    # issue 51: the tuning (GRPO and three values of three knobs) at the tuning seeds, and the
+    # released-code chain's two ablation-only arms (per-step noise, replicas) at its fresh seeds
+    n_tuning = (1 + 3 * 3) * len(cpu.tuning_seeds)
+    n_chain = 2 * len(cpu.chain_seeds)
     per_seed = 2 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 1
     per_seed += 2  # GRPO and PSN + Pass@k training (not a primary comparison)
     per_seed += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
     per_seed += 2 * len(cpu.other_policies)
-    assert len(table) == n_main + n_baselines + per_seed * len(cpu.ablation_seeds)
+    ablations = per_seed * len(cpu.ablation_seeds)
+    assert len(table) == n_main + n_baselines + n_tuning + n_chain + ablations
     grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
     assert len(grpo0) == 1 and "main_results" in grpo0.used_by.item()
     assert "tis_ablation" in grpo0.used_by.item() and "coverage" in grpo0.used_by.item()

@@ -119,6 +119,7 @@ def test_every_arm_against_grpo_at_the_main_seeds_has_its_path_row_beside_its_pl
             experiments.PSN_RELEASED_FIXED,
             experiments.PSN_RELEASED,
             experiments.PSN_NO_TIS,
+            experiments.PSN_MASKED_IS,
         )
     }
     for claim in on_path:

@@ -124,7 +124,7 @@ def test_the_plan_compares_two_views_of_the_grpo_run_on_the_main_benchmark():
     for name in ("smoke", "cpu"):
         p = get_profile(name)
         plan = premise(p)
-        assert plan.name == "premise" and plan.seeds == p.seeds
+        assert plan.name == "premise" and plan.seeds == (p.premise_seeds or p.seeds)
         assert plan.variants[:2] == [SAMPLING_NOISE, MATCHED_TEMPERATURE]  # the MLP site's
         assert plan.benchmarks == (main_benchmark(p),) and plan.sigma == p.psn_sigma
         assert p.eval_samples % plan.draws == 0 and plan.search_samples >= 1

@@ -59,11 +59,14 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
     assert list(stages) == ["policies", "weak prefixes", "runs"]
     assert len(stages["runs"]) == len(schedule.planned_work("cpu"))  # no record here
     premised = [task for _, _, task in stages["runs"] if task.premise]
-    assert sorted(task.seed for task in premised) == list(cpu.seeds)
+    assert sorted(task.seed for task in premised) == list(cpu.premise_seeds or cpu.seeds)
     assert {task.variant.arm.name for task in premised} == {"grpo"}
-    first = [task for _, _, task in stages["runs"][:11]]  # the primary comparisons first
-    assert [(t.variant.arm.name, t.seed) for t in first] == [
-        ("base", 0),
+    order = [(task.variant.arm.name, task.seed) for _, _, task in stages["runs"]]
+    # the tuning first (issue 51): its choices decide the tuned arms' runs; seed by seed
+    tuning = 1 + 10 * len(cpu.tuning_seeds)  # the base policy, GRPO and 3 x 3 knob values
+    assert order[0] == ("base", 0) and order[1:3] == [("grpo", 200), ("psn", 200)]
+    assert {seed for _, seed in order[1:tuning]} == set(cpu.tuning_seeds)
+    assert order[tuning : tuning + 11] == [  # then the primary comparisons, seed by seed
         ("grpo", 0),
         ("psn", 0),
         ("psn_div", 0),
@@ -73,6 +76,7 @@ def test_prepare_builds_what_is_missing_then_runs_every_task_without_a_record(mo
         ("grpo", 0),  # rollouts at the raised temperature
         ("grpo", 0),  # the weaker entropy bonus (0.03)
         ("grpo", 0),  # the pilot's entropy bonus (0.1)
+        ("psn_masked_is", 0),  # the 3PO-style arm
         ("grpo", 1),  # then the next seed
     ]
 

@@ -9,9 +9,11 @@ from psnlib.tasks.generate import generate_problems
 from psnlib.tasks.splits import (
     BENCHMARKS,
     FIVE_SLOTS,
+    ID_SLOTS,
     MAIN_BENCHMARK,
     RL_SLOTS,
     SFT_SLOTS,
+    TUNE_EXCLUDED,
     difficulty_level,
     load_benchmark,
     problem_slot,
@@ -37,11 +39,11 @@ def test_registry():
     assert set(BENCHMARKS) == {f"countdown-l{i}" for i in range(1, 6)} | {
         "countdown-div",
         "countdown-5num",
-    }
+    } | {f"countdown-l{i}-tune" for i in range(1, 6)}
     assert MAIN_BENCHMARK == "countdown-l3" and BENCHMARKS[MAIN_BENCHMARK].role == "OlympiadBench"
     roles = [BENCHMARKS[f"countdown-l{i}"].role for i in range(1, 6)]
     assert roles == ["AMC23", "Minerva", "OlympiadBench", "AIME25", "AIME24"]
-    assert {s.kind for s in BENCHMARKS.values()} == {"id", "ood"}
+    assert {s.kind for s in BENCHMARKS.values()} == {"id", "ood", "tune"}
     assert BENCHMARKS["countdown-div"].role == "GPQA-Diamond"
     assert BENCHMARKS["countdown-5num"].role == "LiveCodeBench"
     ranges = [SFT_SLOTS, RL_SLOTS, *{s.slots for s in BENCHMARKS.values()}]
@@ -50,16 +52,31 @@ def test_registry():
 
 
 def test_all_splits_are_pairwise_disjoint():
-    """Every pair of splits, each drawn with two seeds, shares no problem key."""
+    """Every pair of splits, each drawn with two seeds, shares no problem key (a tuning benchmark
+    against the evaluation stream of its reported level, seed 0: test below)."""
     splits = {
         name: keys(load_benchmark(name, 30)) | keys(load_benchmark(name, 30, seed=1))
         for name in BENCHMARKS
+        if BENCHMARKS[name].kind != "tune"
     }
     splits["rl"] = keys(rl_train_set(300)) | keys(rl_train_set(300, seed=5))
     splits["sft"] = keys(sft_corpus(1000)) | keys(sft_corpus(300, seed=2, style="linear"))
     for a, keys_a in splits.items():
         for b, keys_b in splits.items():
             assert a == b or not keys_a & keys_b, (a, b)
+
+
+@pytest.mark.parametrize("level", [1, 3, 5])
+def test_a_tuning_benchmark_is_its_level_without_any_problem_a_reported_evaluation_draws(level):
+    tune = load_benchmark(f"countdown-l{level}-tune", 100)
+    assert set(tune["benchmark"]) == {f"countdown-l{level}-tune"}
+    problems = [Problem(tuple(n), t) for n, t in zip(tune["numbers"], tune["target"], strict=True)]
+    assert {difficulty_level(p) for p in problems} == {level}
+    assert all(ID_SLOTS[0] <= problem_slot(p.key) < ID_SLOTS[1] for p in problems)
+    reported = keys(load_benchmark(f"countdown-l{level}", TUNE_EXCLUDED))  # evaluations: seed 0
+    assert not keys(tune) & reported and len(keys(tune)) == 100
+    other_seed = keys(load_benchmark(f"countdown-l{level}-tune", 100, seed=1))
+    assert not other_seed & reported and other_seed != keys(tune)
 
 
 def test_splits_stay_in_their_slots_and_are_reproducible():

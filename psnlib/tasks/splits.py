@@ -48,6 +48,10 @@ FIVE_SLOTS: tuple[int, int] = (980, 1000)
 
 LEVEL_BOUNDS: tuple[tuple[int, int], ...] = ((1, 4), (3, 8), (4, 11), (7, 52))
 MAIN_BENCHMARK: str = "countdown-l3"
+# A tuning benchmark (kind "tune", ``countdown-l<k>-tune``) draws level k's problems from the same
+# slots as the reported level, skipping the first ``TUNE_EXCLUDED`` problems of the reported
+# level's evaluation stream (seed 0): disjoint from it at every evaluation size up to this.
+TUNE_EXCLUDED: int = 1000
 DEFAULT_MIX: dict[str, float] = {"main": 0.8, "div": 0.1, "5num": 0.1}
 DEFAULT_POOL_CAP: int = 20_000
 
@@ -126,8 +130,22 @@ def _level_spec(level: int) -> BenchmarkSpec:
     )
 
 
+def _tune_spec(level: int) -> BenchmarkSpec:
+    return BenchmarkSpec(
+        name=f"countdown-l{level}-tune",
+        role="tuning (no paper benchmark)",
+        kind="tune",
+        level=level,
+        require_op=None,
+        slots=ID_SLOTS,
+        description=f"level {level}'s problems no reported evaluation draws: for tuning a knob",
+        **_MAIN,
+    )
+
+
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     **{f"countdown-l{level}": _level_spec(level) for level in range(1, 6)},
+    **{f"countdown-l{level}-tune": _tune_spec(level) for level in range(1, 6)},
     "countdown-div": BenchmarkSpec(
         name="countdown-div",
         role="GPQA-Diamond",
@@ -198,8 +216,17 @@ def load_benchmark(name: str, n: int, seed: int = 0) -> Dataset:
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}: known are {sorted(BENCHMARKS)}")
     spec = BENCHMARKS[name]
+    exclude = None
+    if spec.kind == "tune":  # the reported level's evaluation problems, at any size up to this
+        reported = BENCHMARKS[f"countdown-l{spec.level}"]
+        exclude = {
+            p.key
+            for p in generate_problems(
+                TUNE_EXCLUDED, seed=_seed(reported.name, 0), accept=reported.accepts, **_MAIN
+            )
+        }
     problems = generate_problems(
-        n, seed=_seed(name, seed), accept=spec.accepts, **spec.generator_settings
+        n, seed=_seed(name, seed), exclude=exclude, accept=spec.accepts, **spec.generator_settings
     )
     return _problem_dataset(problems, name)
 

@@ -127,8 +127,13 @@ def _entropy_coefs(profile: Profile) -> tuple[float, ...]:
     return profile.entropy_coefs
 
 
+def _bonus(profile: Profile, coef: float) -> Variant:
+    """The bonus as the profile's exploration baselines train it (at its seeds alone, if any)."""
+    return entropy_bonus(coef, dict(profile.entropy_coef_seeds).get(coef))
+
+
 def _strongest_entropy_bonus(profile: Profile) -> Variant:
-    return entropy_bonus(max(_entropy_coefs(profile)))
+    return _bonus(profile, max(_entropy_coefs(profile)))
 
 
 def _weakest_entropy_bonus(profile: Profile) -> Variant:
@@ -138,7 +143,7 @@ def _weakest_entropy_bonus(profile: Profile) -> Variant:
             f"the {profile.name} profile has one entropy bonus ({coefs[0]:g}): its rows are the "
             "strongest bonus's"
         )
-    return entropy_bonus(min(coefs))
+    return _bonus(profile, min(coefs))
 
 
 # GRPO with the profile's strongest and weakest entropy bonus (the largest and smallest of

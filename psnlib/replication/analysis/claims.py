@@ -21,6 +21,7 @@ from psnlib.replication.analysis.claim import (
 from psnlib.replication.analysis.claims_psn import PSN_CLAIMS, PSN_MAIN_CLAIMS
 from psnlib.replication.analysis.claims_released import (
     BASELINE_CLAIMS,
+    MASKED_IS_CLAIMS,
     RELEASED_ABLATION_CLAIMS,
     RELEASED_CLAIMS,
     TIS_CLAIMS,
@@ -46,7 +47,11 @@ CLAIMS: tuple[Claim, ...] = (
     *_families(COVERAGE_CLAIMS, WEAK_CONFIRMATORY, WEAK_SECONDARY, against_grpo=False),
     *_families(PSN_MAIN_CLAIMS, PSN_CONFIRMATORY, PSN_SECONDARY),
     *_families(RELEASED_CLAIMS, PSN_CONFIRMATORY, PSN_SECONDARY),
-    *_families((*TIS_CLAIMS, *PSN_CLAIMS, *RELEASED_ABLATION_CLAIMS), PSN_SECONDARY, PSN_SECONDARY),
+    *_families(
+        (*TIS_CLAIMS, *MASKED_IS_CLAIMS, *PSN_CLAIMS, *RELEASED_ABLATION_CLAIMS),
+        PSN_SECONDARY,
+        PSN_SECONDARY,
+    ),
     *_families(BASELINE_CLAIMS, PSN_SECONDARY, PSN_SECONDARY),
     *_families(WEAK_PREFIX_CLAIMS, WEAK_CONFIRMATORY, WEAK_SECONDARY),
 )

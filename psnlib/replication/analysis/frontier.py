@@ -60,7 +60,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import isotonic_regression
 
-from psnlib.replication.analysis import frontier
 from psnlib.replication.analysis.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
@@ -76,9 +75,6 @@ from psnlib.replication.plan.experiments import BASE_POLICY
 from psnlib.replication.plan.profiles import Profile
 from psnlib.replication.plan.schedule import tasks
 from psnlib.replication.records import ledger
-from psnlib.replication.records.missing import (
-    MissingRecords as MissingRecords,
-)  # jobs.MissingRecords
 from psnlib.replication.records.missing import require
 from psnlib.replication.records.tables import task_expectation
 
@@ -345,5 +341,5 @@ def training_paths(
         )
     needed = {t.name(): task_expectation(profile, t) for t in (start, *kept)}
     base, *grpo = require(profile.name, needed, "GRPO's training path").values()
-    steps = frontier.path_problems(base, grpo, benchmarks)
-    return frontier.points(steps, profile, ("seed", "step"))
+    steps = path_problems(base, grpo, benchmarks)
+    return points(steps, profile, ("seed", "step"))

@@ -52,9 +52,12 @@ def read(
     record is a ``MissingRecords`` naming it); ``progress`` says what it reads.
 
     Returns ``compare``'s tables (curves, problems, logs) plus ``summary``: pass@k per policy x
-    benchmark x k over seeds, with the benchmark average (``summarize``).
+    benchmark x k over seeds, with the benchmark average (``summarize``); empty tables for a
+    plan with no variants at this profile.
     """
     seeds = check_seeds(seeds) or plan.seeds  # before any work
+    if not plan.variants:  # a plan this profile does not run (e.g. no tuning): nothing to read
+        return {name: pd.DataFrame() for name in ("curves", "problems", "logs")}
     if progress:
         where = ledger.profile_dir(plan.profile.name)
         print(f"[psnlib] {plan.name}: {len(plan.work(seeds))} policies from {where}")

@@ -68,6 +68,11 @@ PSN_RELEASED_FIXED = Arm(
 WEAK_PREFIX = Arm("weak_prefix", {"sigma": 0.0, "use_tis": False, "prefix_prob": 0.2})
 PSN_WEAK_PREFIX = Arm("psn_weak_prefix", {"prefix_prob": 0.2})
 
+# 3PO-style (arXiv 2608.09805, no code released): in-group diverse noise, a draw per rollout,
+# learned with masked sequence-level importance sampling (psnlib.tis, Eq. MIS: a rollout whose
+# sequence ratio leaves [1/C, C], C the profile's TIS cap, is masked out of the loss).
+PSN_MASKED_IS = Arm("psn_masked_is", {"noise_scope": "rollout", "tis_level": "sequence_mask"})
+
 ARMS: dict[str, Arm] = {
     a.name: a
     for a in (
@@ -78,6 +83,7 @@ ARMS: dict[str, Arm] = {
         PSN_DIV,
         PSN_RELEASED,
         PSN_RELEASED_FIXED,
+        PSN_MASKED_IS,
         WEAK_PREFIX,
         PSN_WEAK_PREFIX,
     )

@@ -32,6 +32,7 @@ PSN_DIV = Variant("PSN adaptive II", arms.PSN_DIV)  # Variant II, the paper's (D
 WEAK_PREFIX = Variant("GRPO + weak prefix", arms.WEAK_PREFIX)  # p = 0.2, entropy cut, weak source
 MAIN = [BASE_POLICY, GRPO, PSN, PSN_DIV]
 PSN_NO_TIS = Variant("PSN, no TIS", arms.PSN_NO_TIS)
+PSN_MASKED_IS = Variant("PSN, masked sequence IS (3PO-style)", arms.PSN_MASKED_IS)
 PSN_ATTENTION = Variant("PSN attention", arms.PSN, {"noise_targets": ["attn"]})
 PSN_ALL_LAYERS = Variant("PSN all layers", arms.PSN, {"noise_targets": ["all"]})
 PSN_RELEASED = Variant("PSN released code", arms.PSN_RELEASED)  # per step, every parameter, Var. I
@@ -232,29 +233,71 @@ def released_code_ablation(profile: Profile) -> Plan:
         PSN_RELEASED_FIXED,
         released_replicas(profile),
         PSN_RELEASED,
+        seeds=tuple(dict.fromkeys((*profile.ablation_seeds, *profile.chain_seeds))),
     )
 
 
+def released_chain(p: Profile) -> Plan:
+    """The chain's last link on the in-distribution benchmarks at its fresh seeds (``chain_seeds``,
+    issue 51): per-step MLP noise against the released code's (every parameter, Variant I), with
+    GRPO and the released fixed configuration, where round two's ablation seeds read it
+    contradicted on one benchmark (notebook 06). Empty without chain seeds."""
+    variants = [GRPO, PSN_STEP, PSN_RELEASED_FIXED, PSN_RELEASED] if p.chain_seeds else []
+    return Plan("released_chain", p, variants, p.chain_seeds, benchmarks_of(p, "id"))
+
+
+def temperature(T: float, tags: dict[str, Any] | None = None) -> Variant:
+    """GRPO sampling its training rollouts at temperature ``T`` (TRL's ``temperature``: the
+    loss's log-probabilities are tempered alike); evaluated at T = 1."""
+    return Variant(f"GRPO, rollouts at T={T:g}", arms.GRPO, {"temperature": T}, tags=tags or {})
+
+
 def rollout_temperature(p: Profile) -> Variant:
-    """GRPO sampling its training rollouts at the profile's ``baseline_temperature`` (TRL's
-    ``temperature``: the loss's log-probabilities are tempered alike); evaluated at T = 1."""
-    T = p.baseline_temperature
-    return Variant(f"GRPO, rollouts at T={T:g}", arms.GRPO, {"temperature": T})
+    """GRPO with its rollouts at the profile's ``baseline_temperature`` (``temperature``)."""
+    return temperature(p.baseline_temperature)
 
 
-def entropy_bonus(coef: float) -> Variant:
+def entropy_bonus(
+    coef: float, only_seeds: tuple[int, ...] | None = None, tags: dict[str, Any] | None = None
+) -> Variant:
     """GRPO with TRL's entropy bonus ``entropy_coef`` (the loss minus coef x mean token
-    entropy)."""
-    return Variant(f"GRPO + entropy bonus {coef:g}", arms.GRPO, {"entropy_coef": coef})
+    entropy), at ``only_seeds`` of a plan's seeds if given."""
+    label = f"GRPO + entropy bonus {coef:g}"
+    return Variant(label, arms.GRPO, {"entropy_coef": coef}, tags=tags or {}, only_seeds=only_seeds)
 
 
 def exploration_baselines(p: Profile) -> Plan:
     """GRPO, the PSNs, and token-level exploration: a raised rollout temperature and each of
-    the profile's entropy bonuses, on the in-distribution benchmarks at the baseline seeds
-    (notebook 16)."""
+    the profile's entropy bonuses (a bonus of ``entropy_coef_seeds`` at its seeds alone), on the
+    in-distribution benchmarks at the baseline seeds (notebook 16)."""
     variants = [GRPO, PSN, PSN_RELEASED_FIXED, PSN_RELEASED, rollout_temperature(p)]
-    variants += [entropy_bonus(c) for c in p.entropy_coefs]
+    variants += [entropy_bonus(c, dict(p.entropy_coef_seeds).get(c)) for c in p.entropy_coefs]
     return Plan("exploration_baselines", p, variants, p.baseline_seeds, benchmarks_of(p, "id"))
+
+
+def tuning(p: Profile) -> Plan:
+    """Equal tuning for every explorer (docs/protocol.md 2.13; notebook 16): PSN's sigma, the
+    rollout temperature and the entropy coefficient, each at its grid's values, beside GRPO (its
+    training path kept, the rule's reference) and the base policy, at the tuning seeds on the
+    tuning benchmarks (problems no reported evaluation draws). Empty where the profile states no
+    tuning seeds."""
+    variants = [BASE_POLICY, GRPO]
+    for sigma in p.tuning_sigmas:
+        tags = {"knob": "sigma", "value": sigma}
+        variants.append(Variant(f"PSN, sigma={sigma:g}", arms.PSN, {"sigma": sigma}, tags=tags))
+    variants += [temperature(T, {"knob": "temperature", "value": T}) for T in p.tuning_temperatures]
+    variants += [
+        entropy_bonus(c, tags={"knob": "entropy_coef", "value": c}) for c in p.tuning_entropy_coefs
+    ]
+    seeds = p.tuning_seeds
+    return Plan("tuning", p, variants if seeds else [], seeds, p.tuning_benchmarks)
+
+
+def masked_is(p: Profile) -> Plan:
+    """GRPO, PSN fixed and the 3PO-style arm (a noise draw per rollout, masked sequence-level
+    importance sampling) on the in-distribution benchmarks at the main seeds (notebook 04)."""
+    variants = [GRPO, PSN, PSN_MASKED_IS]
+    return Plan("masked_is", p, variants, p.seeds, benchmarks_of(p, "id"))
 
 
 def adaptive_scheduler(profile: Profile) -> Plan:
@@ -336,6 +379,7 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
         noise_site,
         sigma_sweep,
         released_code_ablation,
+        released_chain,
         adaptive_scheduler,
         passk_training,
         entropy_dynamics,
@@ -345,6 +389,8 @@ PLANS: dict[str, Callable[[Profile], Plan]] = {
         weak_prefix_ablation,
         psn_with_weak_prefix,
         exploration_baselines,
+        masked_is,
+        tuning,
     )
 }
 

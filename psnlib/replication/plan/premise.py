@@ -189,7 +189,7 @@ def premise(profile: str | Profile) -> PremisePlan:
         "premise",
         p,
         variants,
-        p.seeds,
+        p.seeds if p.premise_seeds is None else p.premise_seeds,
         (main_benchmark(p),),
         sigma=sigmas[MLP],
         released_sigma=sigmas[EVERY_PARAMETER],

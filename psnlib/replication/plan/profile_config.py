@@ -92,6 +92,22 @@ class Profile:
     # values.
     baseline_temperature: float = 1.2
     entropy_coefs: tuple[float, ...] = (0.001, 0.01)
+    # An entropy coefficient run at only some of the baseline seeds (coefficient, its seeds).
+    entropy_coef_seeds: tuple[tuple[float, tuple[int, ...]], ...] = ()
+    # The premise's GRPO checkpoints (None: every main seed).
+    premise_seeds: tuple[int, ...] | None = None
+    # Extra seeds of the released-code ablation chain, whose direction was framed on seed 0:
+    # its re-test on fresh seeds (issue 51), on the ablation benchmarks and, for per-step noise
+    # and the released code's, on the in-distribution ones.
+    chain_seeds: tuple[int, ...] = ()
+    # Equal tuning for every explorer (docs/protocol.md 2.13): each knob's grid, trained at the
+    # tuning seeds (disjoint from every reported seed) and evaluated on the tuning benchmarks
+    # (problems no reported evaluation draws), with GRPO and its training path as the reference.
+    tuning_seeds: tuple[int, ...] = ()
+    tuning_benchmarks: tuple[str, ...] = ()
+    tuning_sigmas: tuple[float, ...] = ()
+    tuning_temperatures: tuple[float, ...] = ()
+    tuning_entropy_coefs: tuple[float, ...] = ()
     ablation_benchmarks: tuple[str, ...] = ("countdown-l3",)  # what the ablations evaluate on
     # Where GRPO's runs at the main seeds keep their policy, as shares of rl_steps (path_steps),
     # evaluated like the final one: the training path from the base policy to the end, the
@@ -142,6 +158,36 @@ class Profile:
             raise ValueError(
                 f"profile {self.name!r}: entropy_coefs must be finite numbers >= 0, "
                 f"got {self.entropy_coefs}"
+            )
+        for coef, seeds in self.entropy_coef_seeds:
+            if coef not in self.entropy_coefs or not set(seeds) <= set(self.baseline_seeds):
+                raise ValueError(
+                    f"profile {self.name!r}: entropy_coef_seeds must pair one of entropy_coefs "
+                    f"{self.entropy_coefs} with some of baseline_seeds, got {(coef, seeds)}"
+                )
+        if self.premise_seeds is not None and not (
+            self.premise_seeds and set(self.premise_seeds) <= set(self.seeds)
+        ):
+            raise ValueError(
+                f"profile {self.name!r}: premise_seeds must be some of the main seeds "
+                f"{self.seeds}, got {self.premise_seeds}"
+            )
+        reported = {*self.seeds, *self.ablation_seeds, *self.baseline_seeds, *self.chain_seeds}
+        if set(self.tuning_seeds) & reported:
+            raise ValueError(
+                f"profile {self.name!r}: tuning_seeds must be disjoint from every reported seed, "
+                f"got {sorted(set(self.tuning_seeds) & reported)} in both"
+            )
+        grids = (self.tuning_sigmas, self.tuning_temperatures, self.tuning_entropy_coefs)
+        if self.tuning_seeds and not (self.tuning_benchmarks and all(grids)):
+            raise ValueError(
+                f"profile {self.name!r}: tuning_seeds need tuning_benchmarks and a grid for each "
+                "knob (tuning_sigmas, tuning_temperatures, tuning_entropy_coefs)"
+            )
+        if any(b in self.benchmarks for b in self.tuning_benchmarks):
+            raise ValueError(
+                f"profile {self.name!r}: tuning_benchmarks must be none of the reported "
+                f"benchmarks {self.benchmarks}, got {self.tuning_benchmarks}"
             )
 
     @property

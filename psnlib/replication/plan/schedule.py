@@ -27,18 +27,21 @@ from psnlib.replication.plan.variants import (
     Variant,
 )
 
-# The plans whose policies run first, group by group: the primary comparisons of issue 41 at the
-# main seeds (GRPO with the premise and its path, PSN fixed and adaptive II, the released code's
-# two PSNs, the TIS three-way, the exploration baselines), then the other main arms (weak
-# prefixes, the out-of-distribution evaluations); the rest (ablations, other models) last. Within
-# a group, seed by seed, so that the pairs of every comparison fill in together.
+# The plans whose policies run first, group by group: the tuning of every explorer (its choices
+# decide the tuned arms' runs), then the primary comparisons of issue 41 at the main seeds (GRPO
+# with the premise and its path, PSN fixed and adaptive II, the released code's two PSNs, the TIS
+# three-way, the exploration baselines, the 3PO-style arm), then the other main arms (weak
+# prefixes, the out-of-distribution evaluations); the rest (ablations, other models) last.
+# Within a group, seed by seed, so that the pairs of every comparison fill in together.
 PRIORITY = (
+    ("tuning",),
     (
         "rl_narrows_coverage",
         "released_code",
         "main_results",
         "tis_three_way",
         "exploration_baselines",
+        "masked_is",
     ),
     ("weak_prefix", "entropy_dynamics", "coverage", "ood"),
 )
@@ -91,7 +94,8 @@ def tasks(profile: Profile) -> list[Task]:
     """Every task of ``profile``'s plan, primary comparisons first (``PRIORITY``)."""
     premise_seeds = set(premise(profile).seeds)
     grpo = {GRPO.run_key(profile, seed): seed for seed in premise_seeds}
-    pathed = {GRPO.run_key(profile, seed): seed for seed in profile.seeds}
+    path_seeds = (*profile.seeds, *profile.tuning_seeds)  # the frontier of the claims, the rule
+    pathed = {GRPO.run_key(profile, seed): seed for seed in path_seeds}
     probed: dict[str, list[str]] = {}
     for name, probe in PROBES.items():
         for v in probe.variants:

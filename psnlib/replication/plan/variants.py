@@ -41,6 +41,7 @@ class Variant:
     settings: dict[str, Any] = field(default_factory=dict)
     policy: PolicySpec | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    only_seeds: tuple[int, ...] | None = None  # runs at these of a plan's seeds alone
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arm", arm(self.arm))
@@ -52,8 +53,10 @@ class Variant:
         return profile if self.policy is None else profile.with_overrides(base=self.policy)
 
     def seeds(self, seeds: tuple[int, ...]) -> tuple[int, ...]:
-        """The seeds it runs at: the base policy is trained once, so only the first."""
-        return seeds[:1] if self.arm == BASE else seeds
+        """The seeds it runs at of a plan's ``seeds``: the base policy is trained once, so only
+        the first; a variant with ``only_seeds`` at those alone."""
+        seeds = seeds[:1] if self.arm == BASE else seeds
+        return seeds if self.only_seeds is None else tuple(s for s in seeds if s in self.only_seeds)
 
     def run(self, profile: Profile, seed: int) -> Run:
         """Its RL run at ``seed`` (``psnlib.replication.plan.runs.Run``: settings, key, path,

@@ -9,9 +9,6 @@ import pandas as pd
 from psnlib.replication.plan.profiles import Profile
 from psnlib.replication.plan.schedule import tasks
 from psnlib.replication.records import ledger
-from psnlib.replication.records.missing import (
-    MissingRecords as MissingRecords,
-)  # jobs.MissingRecords
 from psnlib.replication.records.tables import task_expectation
 
 

@@ -342,3 +342,37 @@ def save_figure(fig_or_grid: plt.Figure | sns.axisgrid.Grid, path: str | Path) -
         display(fig)
         plt.close(fig)
     return path
+
+
+def plot_tuning_curves(curves: pd.DataFrame, k_high: int) -> plt.Figure:
+    """Each knob's tuning curve, a panel per knob (``curves``: knob, value, seed, pass1, passmax,
+    ``psnlib.replication.analysis.tuning.curves``): the mean over seeds of pass@1 and of
+    pass@``k_high`` against the knob's value (log scale), each seed a faint point, GRPO's means at
+    the same seeds as dashed lines."""
+    set_style()
+    knobs = [k for k in dict.fromkeys(curves["knob"]) if k != "GRPO"]
+    if not knobs:
+        raise ValueError("the tuning table has no knob")
+    grpo = curves[curves["knob"] == "GRPO"]
+    fig, axes = plt.subplots(1, len(knobs), figsize=(3.4 * len(knobs), 3.0), sharey=True)
+    axes = [axes] if len(knobs) == 1 else list(axes)
+    for ax, knob in zip(axes, knobs, strict=True):
+        mine = curves[curves["knob"] == knob]
+        for column, label, color in (
+            ("pass1", "pass@1", "C0"),
+            ("passmax", f"pass@{k_high}", "C1"),
+        ):
+            means = mine.groupby("value")[column].mean()
+            ax.plot(means.index, means.values, marker="o", color=color, label=label)
+            ax.scatter(mine["value"], mine[column], s=8, color=color, alpha=0.3)
+            ax.axhline(grpo[column].mean(), color=color, linestyle="--", linewidth=0.9)
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(mine["value"].unique()))
+        ax.set_xticklabels([f"{v:g}" for v in sorted(mine["value"].unique())])
+        ax.minorticks_off()
+        ax.set_title(knob)
+        ax.set_xlabel("value")
+    axes[0].set_ylabel("percent (dashed: GRPO)")
+    axes[-1].legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
