@@ -31,7 +31,11 @@ def test_no_cpu_plan_sets_an_arm_beside_fewer_than_four_seeds(name):
     plan = PLANS[name](CPU)
     seeds = {v.label: v.seeds(plan.seeds) for v in plan.variants if v.arm != BASE}
     assert min(map(len, seeds.values())) >= 4, seeds
-    assert len(set(seeds.values())) == 1, f"{name}: arms at different seeds {seeds}"
+    # every arm at the plan's seeds, but one a profile runs at some of them alone (only_seeds:
+    # cpu's collapsed 0.1 bonus, not re-run at round three's seeds)
+    alike = {label: s for label, s in seeds.items() if s == plan.seeds}
+    apart = [v for v in plan.variants if v.label in seeds and v.label not in alike]
+    assert alike and all(v.only_seeds is not None for v in apart), f"{name}: arms at {seeds}"
 
 
 def test_the_released_code_arm_changes_the_noise_and_its_scheduler_only():

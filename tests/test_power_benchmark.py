@@ -130,7 +130,7 @@ def test_from_cache_reads_the_paired_runs_evaluations(power, tmp_path, monkeypat
     from psnlib.replication.plan.profiles import get_profile
 
     monkeypatch.setenv("PSNLIB_DATA", str(tmp_path))
-    profile = get_profile("cpu").with_overrides(seeds=(0, 1, 2), ood_seeds=None)
+    profile = get_profile("cpu").with_overrides(seeds=(0, 1, 2), ood_seeds=None, premise_seeds=None)
     ids, n, k = benchmarks_of(profile, "id"), 256, 256
     counts = {"grpo": [[0, 3], [1, 1], [2, 0]], "psn": [[1, 3], [0, 2], [2, 2]]}  # per seed
     for v in (GRPO, PSN):
