@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.analysis.claim import EQUIVALENCE_SHARE, NotRun
+from psnlib.replication.analysis.claim import EQUIVALENCE_SHARE, PSN_SECONDARY, TUNED_PSN, NotRun
 from psnlib.replication.analysis.claim_stats import (
     PASS_AT_EQUAL_PASS_1,
     PASS_AT_MAX,
@@ -31,6 +31,7 @@ from psnlib.replication.plan.experiments import (
     entropy_bonus,
     released_replicas,
     rollout_temperature,
+    tuned,
 )
 from psnlib.replication.plan.profiles import get_profile
 from psnlib.replication.report.results import check_claim, claims_markdown, evaluate_claims, judge
@@ -337,7 +338,8 @@ def test_the_exploration_baselines_are_the_profiles_settings():
                 assert "not compared in the paper" in claim.paper
             assert "the baseline's pass@1 -> pass@256 frontier" in joint.paper
     baselines = [c for c in CLAIMS if c.experiment.__name__ == "exploration_baselines"]
-    assert len(baselines) == 18 and not any("first" in c.name for c in baselines)
+    tuned_rows = [c for c in baselines if c.ours == TUNED_PSN]
+    assert len(baselines) - len(tuned_rows) == 18 and not any("first" in c.name for c in baselines)
     hot = CPU.with_overrides(baseline_temperature=1.5)
     fixed_t = BY_NAME["PSN fixed beats a raised rollout temperature"]
     assert fixed_t.sides(hot)[1].label == "GRPO, rollouts at T=1.5"
@@ -470,3 +472,29 @@ def test_the_paper_vs_released_code_table_names_what_the_testbed_cannot_copy():
     assert "The released code's Variant I beats its fixed sigma" in (
         rows["the sigma scheduler"].claims
     )
+
+
+def test_the_tuned_explorers_rows_pair_tuned_psn_with_grpo_and_each_tuned_baseline():
+    """Issue 51 item 2: PSN fixed at its tuned sigma against GRPO (plain, at equal pass@1, on
+    GRPO's path) and against the temperature and the bonus at their tuned values (plain, at equal
+    pass@1), in the PSN secondary family; not run where a profile tuned nothing."""
+    rows = [c for c in CLAIMS if c.ours == TUNED_PSN]
+    assert [c.name for c in rows] == [
+        "PSN at its tuned sigma raises pass@256",
+        "PSN at its tuned sigma raises pass@256 at equal pass@1",
+        "PSN at its tuned sigma raises pass@256 on GRPO's training path",
+        "Tuned alike, PSN beats a raised rollout temperature",
+        "Tuned alike, PSN beats a raised rollout temperature at equal pass@1",
+        "Tuned alike, PSN beats an entropy bonus",
+        "Tuned alike, PSN beats an entropy bonus at equal pass@1",
+    ]
+    chosen = tuned(CPU)
+    theirs = [GRPO] * 3 + [chosen["temperature"]] * 2 + [chosen["entropy_coef"]] * 2
+    for claim, baseline in zip(rows, theirs, strict=True):
+        assert claim.sides(CPU) == (chosen["sigma"], baseline), claim.name
+        assert claim.family == PSN_SECONDARY and not claim.exclude_seeds
+        assert claim.interest == pytest.approx(76.94 - 74.7)
+    assert chosen["sigma"].settings == {"sigma": 0.022}
+    assert {chosen["temperature"].seeds(tuple(range(32)))} == {tuple(range(16, 32))}
+    with pytest.raises(NotRun, match="no tuned sigma"):
+        rows[0].sides(SMOKE)

@@ -64,12 +64,13 @@ def test_runs_are_shared_across_experiments():
     # released-code chain's two ablation-only arms (per-step noise, replicas) at its fresh seeds
     n_tuning = (1 + 3 * 3) * len(cpu.tuning_seeds)
     n_chain = 2 * len(cpu.chain_seeds)
+    n_tuned = len(cpu.tuned_values) * len(cpu.tuned_seeds)  # each knob's choice, fresh seeds
     per_seed = 2 + 2 + (len(cpu.sigma_sweep) - 1 + len(cpu.relative_sigmas) + 2) + 1 + 1
     per_seed += 2  # GRPO and PSN + Pass@k training (not a primary comparison)
     per_seed += 4 + 1  # weak prefix: truncation, p = 0.5, p = 1, source; PSN + weak prefix
     per_seed += 2 * len(cpu.other_policies)
     ablations = per_seed * len(cpu.ablation_seeds)
-    assert len(table) == n_main + n_baselines + n_tuning + n_chain + ablations
+    assert len(table) == n_main + n_baselines + n_tuning + n_chain + n_tuned + ablations
     grpo0 = table[(table.arm == "grpo") & (table.seed == 0) & (table.policy == "GRPO")]
     assert len(grpo0) == 1 and "main_results" in grpo0.used_by.item()
     assert "tis_ablation" in grpo0.used_by.item() and "coverage" in grpo0.used_by.item()

@@ -42,3 +42,24 @@ def test_path_steps_are_shares_of_the_run_and_bad_shares_are_named():
     for bad in ((0.0,), (1.0,), (-0.2,), ("0.5",), (True,)):
         with pytest.raises(ValueError, match=r"path_fractions must be numbers strictly between"):
             cpu.with_overrides(path_fractions=bad)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"tuned_values": (("sigma", 0.05),)}, r"tuned_values must pair.*\('sigma', 0\.05\)"),
+        ({"tuned_values": (("lr", 0.011),)}, r"tuned_values must pair a knob of \('sigma'"),
+        ({"tuned_seeds": (16,)}, r"tuned_seeds must be some of baseline_seeds.*given with"),
+        ({"tuned_values": (("sigma", 0.022),)}, r"tuned_seeds must be .*got \(\) for"),
+        (
+            {"tuned_values": (("sigma", 0.022),), "tuned_seeds": (200,)},
+            r"tuned_seeds must be some of baseline_seeds",
+        ),
+    ],
+)
+def test_tuned_values_are_a_grids_value_at_some_baseline_seeds(change, named):
+    """A tuned value outside its knob's grid, or tuned seeds without values, without a tuned
+    value, or off the baseline seeds, is refused by name."""
+    cpu = get_profile("cpu").with_overrides(tuned_values=(), tuned_seeds=())
+    with pytest.raises(ValueError, match=named):
+        cpu.with_overrides(**change)

@@ -1,14 +1,17 @@
 """The tuning rule of docs/protocol.md 2.13 (``psnlib.replication.analysis.tuning.choose``) on
 hand-made tuning tables: out when a value solves nothing, the highest mean gap, a tie to the value
-nearest the current one."""
+nearest the current one; and the cpu profile's tuned arms: the rule's choice on the committed
+tuning records, run at the tuned seeds."""
 
 import math
 
 import pandas as pd
 
-from psnlib.replication.analysis.tuning import choose, current_values
-from psnlib.replication.plan.experiments import tuning
+from psnlib.paths import ROOT
+from psnlib.replication.analysis.tuning import choose, current_values, curves
+from psnlib.replication.plan.experiments import exploration_baselines, tuned, tuning
 from psnlib.replication.plan.profiles import get_profile
+from psnlib.replication.records import ledger
 
 CURRENT = {"sigma": 0.011, "temperature": 1.22, "entropy_coef": 0.03}
 
@@ -89,3 +92,27 @@ def test_the_cpu_grids_are_each_knobs_current_value_halved_and_doubled():
     assert knobs.count("sigma") == knobs.count("temperature") == knobs.count("entropy_coef") == 3
     assert not set(plan.seeds) & {*cpu.seeds, *cpu.ablation_seeds, *cpu.chain_seeds}
     assert all(b.endswith("-tune") for b in plan.benchmarks) and len(plan.benchmarks) == 5
+
+
+def test_the_cpu_profiles_tuned_values_are_the_rules_choice_on_the_committed_records(monkeypatch):
+    """``tuned_values`` is a reviewed profile change; the rule re-derives it from the 40 tuning
+    records, so a profile that types in another value (or records that choose another) fails."""
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(ROOT / "results"))  # the committed records
+    cpu = get_profile("cpu")
+    picks = choose(curves(cpu), current_values(cpu)).set_index("knob")["chosen"]
+    assert dict(cpu.tuned_values) == picks.to_dict()
+
+
+def test_each_tuned_explorer_runs_at_the_tuned_seeds_as_the_tuning_trained_it():
+    """The tuned arms are the tuning's runs of the chosen values (same arm and settings) at the
+    fresh tuned seeds, beside the exploration baselines."""
+    cpu = get_profile("cpu")
+    plan = exploration_baselines(cpu)
+    grid = {(v.tags["knob"], v.tags["value"]): v for v in tuning(cpu).variants if v.tags}
+    for knob, value in cpu.tuned_values:
+        mine = tuned(cpu)[knob]
+        assert mine in plan.variants
+        assert mine.seeds(plan.seeds) == cpu.tuned_seeds == tuple(range(16, 32))
+        seed = cpu.tuning_seeds[0]
+        assert mine.run_key(cpu, seed) == grid[(knob, value)].run_key(cpu, seed)
+    assert tuned(get_profile("smoke")) == {}

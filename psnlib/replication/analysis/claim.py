@@ -21,7 +21,8 @@ confirm it (``post_hoc``). ``family`` is the claim family its Holm correction ru
 the profile, an ``AtProfile`` that picks it at a profile (``on_other_model``: the profile's n-th
 other base policy; ``swept_sigma_at``: a sigma of the profile's sigma sweep;
 ``RAISED_TEMPERATURE`` and ``ENTROPY_BONUS``: the exploration baselines' settings;
-``RELEASED_REPLICAS``: the released fixed configuration with its launcher's rollout replicas).
+``RELEASED_REPLICAS``: the released fixed configuration with its launcher's rollout replicas;
+``tuned_at``: an explorer at the value equal tuning chose).
 Where the profile has no such policy, ``Claim.sides`` raises ``NotRun`` and the claim's row says
 "not run at this profile" (a status, not a verdict). The claims themselves are
 ``psnlib.replication.analysis.claims``.
@@ -41,6 +42,7 @@ from psnlib.replication.plan.experiments import (
     released_replicas,
     rollout_temperature,
     swept_sigma,
+    tuned,
 )
 from psnlib.replication.plan.profiles import Profile
 from psnlib.replication.plan.variants import Variant, model_name
@@ -153,6 +155,26 @@ def _weakest_entropy_bonus(profile: Profile) -> Variant:
 # none (the weakest also where it has one)
 ENTROPY_BONUS = AtProfile("GRPO + the profile's strongest entropy bonus", _strongest_entropy_bonus)
 WEAK_ENTROPY_BONUS = AtProfile("GRPO + the profile's weakest entropy bonus", _weakest_entropy_bonus)
+
+
+def tuned_at(knob: str, words: str) -> AtProfile:
+    """The explorer of ``knob`` at the value the equal-tuning rule chose
+    (``psnlib.replication.plan.experiments.tuned``), at the tuned seeds; ``words`` say which."""
+
+    def pick(profile: Profile) -> Variant:
+        chosen = tuned(profile)
+        if knob not in chosen:
+            raise NotRun(f"the {profile.name} profile has no tuned {knob} (tuned_values)")
+        return chosen[knob]
+
+    return AtProfile(f"{words} at the value equal tuning chose", pick)
+
+
+# PSN fixed, a raised rollout temperature and an entropy bonus each at its tuned value (docs/
+# protocol.md 2.13: one rule, one grid size, tuning seeds and problems no reported row uses)
+TUNED_PSN = tuned_at("sigma", "PSN fixed")
+TUNED_TEMPERATURE = tuned_at("temperature", "GRPO, rollouts at a raised temperature")
+TUNED_ENTROPY_BONUS = tuned_at("entropy_coef", "GRPO + an entropy bonus")
 
 
 @dataclass(frozen=True)

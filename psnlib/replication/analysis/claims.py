@@ -1,10 +1,10 @@
 """The papers' claims that RESULTS.md tests, in its order: RL's narrowing of coverage (the premise
-of both papers), the PSN paper's main claims (``claims_psn``), the released code's configurations
-and the TIS three-way (``claims_released``), the PSN paper's other claims, the released-code
-ablation chain and the exploration baselines (``claims_released``), then the weak-model guidance
-paper's (``claims_weak``). One ``psnlib.replication.analysis.claim.Claim`` each (what the fields
-mean is there); the ``paper`` strings quote the papers (arXiv 2602.02555 for PSN, 2608.27420 for
-weak-model guidance).
+of both papers), the PSN paper's main claims (``claims_psn``), the released code's
+configurations and the TIS three-way (``claims_released``), the PSN paper's other claims, the
+released-code ablation chain, the exploration baselines and the tuned explorers
+(``claims_released``), then the weak-model guidance paper's (``claims_weak``). One
+``psnlib.replication.analysis.claim.Claim`` each (what the fields mean is there); the ``paper``
+strings quote the papers (arXiv 2602.02555 for PSN, 2608.27420 for weak-model guidance).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from psnlib.replication.analysis.claims_released import (
     RELEASED_ABLATION_CLAIMS,
     RELEASED_CLAIMS,
     TIS_CLAIMS,
+    TUNED_CLAIMS,
 )
 from psnlib.replication.analysis.claims_weak import COVERAGE_CLAIMS, WEAK_PREFIX_CLAIMS
 from psnlib.replication.plan.experiments import GRPO
@@ -52,6 +53,6 @@ CLAIMS: tuple[Claim, ...] = (
         PSN_SECONDARY,
         PSN_SECONDARY,
     ),
-    *_families(BASELINE_CLAIMS, PSN_SECONDARY, PSN_SECONDARY),
+    *_families((*BASELINE_CLAIMS, *TUNED_CLAIMS), PSN_SECONDARY, PSN_SECONDARY),
     *_families(WEAK_PREFIX_CLAIMS, WEAK_CONFIRMATORY, WEAK_SECONDARY),
 )

@@ -15,7 +15,9 @@
   leave out there (``Claim.exclude_seeds``);
 - ``BASELINE_CLAIMS``: PSN fixed and the released code's two configurations against a raised
   rollout temperature and the profile's strongest and weakest entropy bonus, at the baseline
-  seeds, each on plain pass@256 and on pass@256 at equal pass@1.
+  seeds, each on plain pass@256 and on pass@256 at equal pass@1;
+- ``TUNED_CLAIMS``: PSN fixed at its tuned sigma against GRPO and against the temperature and the
+  entropy bonus at their tuned values (equal tuning, docs/protocol.md 2.13), at the tuned seeds.
 
 One ``psnlib.replication.analysis.claim.Claim`` each; ``psnlib.replication.analysis.claims.CLAIMS``
 puts them in RESULTS.md's order.
@@ -27,6 +29,9 @@ from psnlib.replication.analysis.claim import (
     ENTROPY_BONUS,
     RAISED_TEMPERATURE,
     RELEASED_REPLICAS,
+    TUNED_ENTROPY_BONUS,
+    TUNED_PSN,
+    TUNED_TEMPERATURE,
     WEAK_ENTROPY_BONUS,
     AtProfile,
     Claim,
@@ -326,4 +331,45 @@ BASELINE_CLAIMS = tuple(
     for arm, ours in BASELINE_ARMS
     for words, baseline in BASELINES
     for claim in _baseline(arm, ours, words, baseline)
+)
+
+
+# Equal tuning (docs/protocol.md 2.13, issue 51): each explorer's knob chosen by one rule from a
+# grid of the same size, on tuning seeds and problems no reported row uses, before any record at
+# the tuned seeds; the rows pair the tuned arms at those seeds (fresh ones) alone.
+TUNED = (
+    "not compared in the paper; each explorer at the value one rule chose from a grid of three "
+    "(psnlib.replication.analysis.tuning: the highest mean pass@256 gap at equal pass@1 on "
+    "tuning seeds and problems no reported row uses), paired at the tuned seeds"
+)
+TUNED_CLAIMS = (
+    *_both(
+        "PSN at its tuned sigma raises pass@256",
+        f"{TUNED}; ours: {TUNED_PSN.label} vs GRPO",
+        FRONTIER,
+        exploration_baselines,
+        TUNED_PSN,
+        GRPO,
+        notebook=BASELINES_NOTEBOOK,
+        interest=FIXED_GAIN,
+        paper_theirs=GRPO_PAPER,
+    ),
+    *(
+        claim
+        for words, baseline in (
+            ("a raised rollout temperature", TUNED_TEMPERATURE),
+            ("an entropy bonus", TUNED_ENTROPY_BONUS),
+        )
+        for claim in _both(
+            f"Tuned alike, PSN beats {words}",
+            f"{TUNED}; ours: {TUNED_PSN.label} vs {baseline.label}",
+            BASELINE_FRONTIER,
+            exploration_baselines,
+            TUNED_PSN,
+            baseline,
+            notebook=BASELINES_NOTEBOOK,
+            interest=FIXED_GAIN,
+            paper_theirs=GRPO_PAPER,
+        )
+    ),
 )

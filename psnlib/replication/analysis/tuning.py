@@ -26,9 +26,9 @@ import pandas as pd
 
 from psnlib.replication.analysis import frontier, summaries
 from psnlib.replication.plan.experiments import tuning
+from psnlib.replication.plan.profile_config import KNOBS
 from psnlib.replication.plan.profiles import Profile
 
-KNOBS = ("sigma", "temperature", "entropy_coef")
 PRECISION = 1  # decimals of the reported gap: means equal at this precision tie
 
 

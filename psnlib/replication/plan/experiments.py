@@ -266,12 +266,34 @@ def entropy_bonus(
     return Variant(label, arms.GRPO, {"entropy_coef": coef}, tags=tags or {}, only_seeds=only_seeds)
 
 
+# What each tuned knob changes in which arm, and its label (``tuned``).
+_TUNED = {
+    "sigma": (arms.PSN, "PSN fixed, tuned sigma={:g}"),
+    "temperature": (arms.GRPO, "GRPO, tuned rollouts at T={:g}"),
+    "entropy_coef": (arms.GRPO, "GRPO + tuned entropy bonus {:g}"),
+}
+
+
+def tuned(p: Profile) -> dict[str, Variant]:
+    """Knob -> its explorer at the value the equal-tuning rule chose (``tuned_values``: PSN fixed
+    at that sigma, GRPO at that rollout temperature or entropy coefficient), at the
+    ``tuned_seeds`` of a plan's seeds alone; empty where the profile states no tuned values."""
+    variants = {}
+    for knob, value in p.tuned_values:
+        arm, label = _TUNED[knob]
+        only = p.tuned_seeds
+        variants[knob] = Variant(label.format(value), arm, {knob: value}, only_seeds=only)
+    return variants
+
+
 def exploration_baselines(p: Profile) -> Plan:
     """GRPO, the PSNs, and token-level exploration: a raised rollout temperature and each of
-    the profile's entropy bonuses (a bonus of ``entropy_coef_seeds`` at its seeds alone), on the
-    in-distribution benchmarks at the baseline seeds (notebook 16)."""
+    the profile's entropy bonuses (a bonus of ``entropy_coef_seeds`` at its seeds alone), with
+    each explorer at its tuned value (``tuned``), on the in-distribution benchmarks at the
+    baseline seeds (notebook 16)."""
     variants = [GRPO, PSN, PSN_RELEASED_FIXED, PSN_RELEASED, rollout_temperature(p)]
     variants += [entropy_bonus(c, dict(p.entropy_coef_seeds).get(c)) for c in p.entropy_coefs]
+    variants += tuned(p).values()
     return Plan("exploration_baselines", p, variants, p.baseline_seeds, benchmarks_of(p, "id"))
 
 

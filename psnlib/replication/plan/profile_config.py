@@ -12,6 +12,10 @@ from typing import Any
 
 from psnlib.replication.plan.arms import Arm
 
+# The knobs equal tuning tunes (docs/protocol.md 2.13), in the order of their grids: PSN's sigma,
+# GRPO's rollout temperature and TRL's entropy coefficient.
+KNOBS = ("sigma", "temperature", "entropy_coef")
+
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -108,6 +112,11 @@ class Profile:
     tuning_sigmas: tuple[float, ...] = ()
     tuning_temperatures: tuple[float, ...] = ()
     tuning_entropy_coefs: tuple[float, ...] = ()
+    # The value the tuning rule chose for each knob (KNOBS; psnlib.replication.analysis.tuning,
+    # from the tuning records), a reviewed change once those records are in: each runs at the
+    # tuned_seeds (some of baseline_seeds, fresh ones) beside the exploration baselines.
+    tuned_values: tuple[tuple[str, float], ...] = ()
+    tuned_seeds: tuple[int, ...] = ()
     ablation_benchmarks: tuple[str, ...] = ("countdown-l3",)  # what the ablations evaluate on
     # Where GRPO's runs at the main seeds keep their policy, as shares of rl_steps (path_steps),
     # evaluated like the final one: the training path from the base policy to the end, the
@@ -183,6 +192,21 @@ class Profile:
             raise ValueError(
                 f"profile {self.name!r}: tuning_seeds need tuning_benchmarks and a grid for each "
                 "knob (tuning_sigmas, tuning_temperatures, tuning_entropy_coefs)"
+            )
+        grid = dict(zip(KNOBS, grids, strict=True))
+        for knob, value in self.tuned_values:
+            if value not in grid.get(knob, ()):
+                raise ValueError(
+                    f"profile {self.name!r}: tuned_values must pair a knob of {KNOBS} with a "
+                    f"value of its tuning grid {grid.get(knob, ())}, got {(knob, value)}"
+                )
+        if bool(self.tuned_values) != bool(self.tuned_seeds) or not set(self.tuned_seeds) <= set(
+            self.baseline_seeds
+        ):
+            raise ValueError(
+                f"profile {self.name!r}: tuned_seeds must be some of baseline_seeds "
+                f"{self.baseline_seeds}, given with tuned_values and only with them, got "
+                f"{self.tuned_seeds} for {self.tuned_values}"
             )
         if any(b in self.benchmarks for b in self.tuning_benchmarks):
             raise ValueError(
