@@ -1,5 +1,6 @@
 """The records' versions, decided at review time: the digest tripwire and the proof that pins it."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -159,8 +160,30 @@ def test_the_cheapest_choice_holds_every_kind_asked_for():
         frozenset({"base", "probes"}),
         frozenset({"run", "premise"}),
     }
-    with pytest.raises(ValueError, match=r"no done record holds the kinds \['premise'\]"):
+    with pytest.raises(
+        ValueError, match=r"no usable committed record holds the kinds \['premise'\]"
+    ):
         proof.cover({frozenset({"run"}): 1.0}, {"premise"})
+
+
+def test_a_record_the_plan_asks_more_benchmarks_of_still_proves_its_code(monkeypatch):
+    """A plan that adds a benchmark to every task leaves no record "done"; the proof re-computes
+    the cheapest one on the benchmarks it holds (the plan's order), not on the plan's."""
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(ROOT / "results"))  # the committed records
+    planned = proof.schedule.tasks
+
+    def more(profile):
+        return [
+            dataclasses.replace(t, benchmarks=(*t.benchmarks, "gsm8k")) for t in planned(profile)
+        ]
+
+    monkeypatch.setattr(proof.schedule, "tasks", more)
+    cpu = get_profile("cpu")
+    assert set(status.status(cpu, more(cpu))["state"]) <= {"unusable", "missing"}
+    ((task, record),) = proof.choose(cpu, {"base"})
+    assert record["key"] == CHEAP and set(record["code"]) == {"base"}
+    assert task.benchmarks == tuple(b for b in cpu.benchmarks if b in record["benchmarks"])
+    assert set(task.benchmarks) == set(record["benchmarks"]) and "gsm8k" not in task.benchmarks
 
 
 @pytest.fixture

@@ -3,11 +3,11 @@
 ``make prove-version KIND=run`` (``python -m psnlib.replication.compute.proof --kind run``) is the
 second way out of the versions' tripwire (``psnlib.replication.records.codeversion``): it
 re-computes, on the code of the working tree, the cheapest committed record of each kind asked for
-(``choose``: the cheapest done records of the run ledger that together hold every such kind, by the
-CPU seconds they took), compares each with the committed one on every result field
-(``first_difference``) and, where all are equal, pins the digest of every kind they hold (``pin``);
-the first field that differs is printed and the command fails, pinning nothing. Without ``--kind``
-it proves every kind whose digest moved.
+(``choose``: the cheapest committed records of the run ledger that together hold every such kind,
+by the CPU seconds they took, each on the benchmarks it holds), compares each with the committed
+one on every result field (``first_difference``) and, where all are equal, pins the digest of
+every kind they hold (``pin``); the first field that differs is printed and the command fails,
+pinning nothing. Without ``--kind`` it proves every kind whose digest moved.
 
 A record is re-computed as ``make reproduce`` computes it (``jobs.run_task``, one torch thread)
 but into a temporary folder (``PSNLIB_RESULTS`` and ``PSNLIB_DATA``), so no cache is reused and no
@@ -19,6 +19,7 @@ everything else must be equal in value and type, a NaN where the other has a NaN
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import re
 import sys
@@ -37,6 +38,7 @@ from psnlib.replication.compute import jobs
 from psnlib.replication.plan import schedule
 from psnlib.replication.plan.profiles import Profile, get_profile
 from psnlib.replication.records import codeversion, ledger, paths, status
+from psnlib.replication.records.tables import task_expectation
 
 # A record's fields that a machine or a clock makes, and a table's columns that a clock makes.
 UNCOMPARED = ("code", "cpu_seconds", "machine", "made")
@@ -118,20 +120,39 @@ def cover(costs: dict[frozenset[str], float], kinds: set[str]) -> list[frozenset
     best = min(choices, key=lambda combo: sum(costs[c] for c in combo), default=None)
     if best is None:
         held = sorted(set().union(*costs)) if costs else []
-        raise ValueError(f"no done record holds the kinds {sorted(kinds)}; records hold {held}")
+        raise ValueError(
+            f"no usable committed record holds the kinds {sorted(kinds)}; records hold {held}"
+        )
     return list(best)
 
 
+def own_task(profile: Profile, task: schedule.Task, record: dict[str, Any]) -> schedule.Task | None:
+    """``task`` evaluated on the benchmarks its committed ``record`` holds (the plan's order,
+    then the record's others), where the record is usable for those: a record the plan has
+    since asked more benchmarks of is still a proof of its code. None where it is not usable."""
+    have = record["benchmarks"]
+    benchmarks = (
+        *(b for b in task.benchmarks if b in have),
+        *(b for b in have if b not in task.benchmarks),
+    )
+    own = dataclasses.replace(task, benchmarks=benchmarks)
+    return None if ledger.problems(record, task_expectation(profile, own)) else own
+
+
 def choose(profile: Profile, kinds: set[str]) -> list[tuple[schedule.Task, dict[str, Any]]]:
-    """The cheapest done records of ``profile``'s ledger that together hold ``kinds`` (``cover``,
-    by the CPU seconds each took), with their tasks: the records to re-compute."""
+    """The cheapest committed records of ``profile``'s ledger that together hold ``kinds``
+    (``cover``, by the CPU seconds each took), each with its task on its own benchmarks
+    (``own_task``): the records to re-compute."""
     plan = schedule.tasks(profile)
     table = status.status(profile, plan)
     cheapest: dict[frozenset[str], tuple[float, schedule.Task, dict[str, Any]]] = {}
     for task, row in zip(plan, table.itertuples(), strict=True):
-        if row.state != "done":
+        if row.state not in ("done", "unusable"):
             continue
         record = ledger.load(ledger.record_path(profile.name, row.run))
+        task = own_task(profile, task, record)
+        if task is None:
+            continue
         held = frozenset(record["code"])
         if held not in cheapest or row.cpu_seconds < cheapest[held][0]:
             cheapest[held] = (row.cpu_seconds, task, record)
