@@ -207,7 +207,11 @@ def test_the_weaker_entropy_bonus_rows_are_post_hoc_at_round_twos_seeds():
     assert all(
         c.post_hoc(
             cpu.with_overrides(
-                seeds=tuple(range(16)), baseline_seeds=tuple(range(16)), entropy_coef_seeds=()
+                seeds=tuple(range(16)),
+                baseline_seeds=tuple(range(16)),
+                entropy_coef_seeds=(),
+                tuned_values=(),  # round two had no tuning
+                tuned_seeds=(),
             )
         )
         for c in weak

@@ -11,7 +11,7 @@ from test_frontier import T_975_2, _tables
 from test_results import _row
 
 from psnlib.replication.analysis import frontier
-from psnlib.replication.analysis.claim import NOT_RUN
+from psnlib.replication.analysis.claim import NOT_RUN, TUNED_PSN
 from psnlib.replication.analysis.claims import CLAIMS
 from psnlib.replication.analysis.claims_psn import PASS_ON_GRPO_PATH, on_grpo_path
 from psnlib.replication.analysis.frontier import OnGRPOPath
@@ -20,7 +20,13 @@ from psnlib.replication.plan import experiments, schedule
 from psnlib.replication.plan.profiles import get_profile
 from psnlib.replication.records import ledger
 from psnlib.replication.records.missing import MissingRecords
-from psnlib.replication.report.results import check_claim, judge, results_markdown, timing_summary
+from psnlib.replication.report.results import (
+    Sections,
+    check_claim,
+    judge,
+    results_markdown,
+    timing_summary,
+)
 from psnlib.replication.report.results_text import slopes_markdown
 
 SMOKE = get_profile("smoke")  # ks 1 .. 16
@@ -120,6 +126,7 @@ def test_every_arm_against_grpo_at_the_main_seeds_has_its_path_row_beside_its_pl
             experiments.PSN_RELEASED,
             experiments.PSN_NO_TIS,
             experiments.PSN_MASKED_IS,
+            TUNED_PSN,  # at the tuned seeds, some of the main ones
         )
     }
     for claim in on_path:
@@ -192,6 +199,8 @@ def test_results_md_shows_grpos_frontier_slope_read_both_ways():
     assert f"| along the path | -1.67 | [{-5 / 3 - half:+.2f}, {-5 / 3 + half:+.2f}] | 3 |" in text
     assert "| across seeds | +1.00 | none | 3 |" in text
     table = judge(pd.DataFrame([_row("PSN raises pass@256", 3, 1.0, -1.0, 3.0)]))
-    md = results_markdown(table, SMOKE, timing_summary("/nonexistent.json"), slopes=slopes)
+    md = results_markdown(
+        table, SMOKE, timing_summary("/nonexistent.json"), Sections(slopes=slopes)
+    )
     assert "## GRPO's frontier, read two ways" in md and text in md
     assert "read two ways" not in results_markdown(table, SMOKE, timing_summary("/nonexistent"))

@@ -29,6 +29,7 @@ from psnlib.replication.plan.experiments import (
 )
 from psnlib.replication.plan.profiles import get_profile
 from psnlib.replication.report.results import (
+    Sections,
     check_claim,
     claims_markdown,
     discussion,
@@ -229,7 +230,7 @@ def test_markdown_and_timing_summary(tmp_path):
             "cpu": ["CPU A", "CPU B", "CPU A", None],
         }
     )
-    text = results_markdown(table, get_profile("smoke"), summary, compute)
+    text = results_markdown(table, get_profile("smoke"), summary, Sections(compute))
     assert "3 of 4 planned tasks finished" in text and "1.60 CPU hours and" in text
     assert "probes) 1.00," in text and "1.30 hours on 2 cores" in text
     assert "CPU A: 2 tasks, 1.60 CPU hours; CPU B: 1 tasks, 1.00 CPU hours." in text

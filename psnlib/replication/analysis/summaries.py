@@ -13,7 +13,13 @@ import pandas as pd
 from psnlib.metrics import aggregate_seeds, solved_only_by
 from psnlib.replication.analysis.claim_stats import PASS_AT_1, PASS_AT_MAX, Statistic, number
 from psnlib.replication.analysis.verdicts import LEVEL, paired_t_interval  # LEVEL: 0.95
-from psnlib.replication.plan.experiments import Plan, check_seeds
+from psnlib.replication.plan.experiments import (
+    WEAK_PREFIX,
+    Plan,
+    check_seeds,
+    main_results,
+    weak_prefix,
+)
 from psnlib.replication.plan.profiles import Profile
 from psnlib.replication.records import ledger
 from psnlib.replication.records.tables import compare
@@ -380,3 +386,12 @@ def paired_table(differences: pd.DataFrame) -> pd.DataFrame:
     wide.index.name = "arm - reference"
     wide.columns.name = None
     return wide
+
+
+def headline_curves(profile: Profile) -> pd.DataFrame:
+    """pass@k averaged over the in-distribution benchmarks, per policy and seed: base, GRPO,
+    PSN fixed and adaptive (notebook 03) and GRPO + weak prefix (notebook 09)."""
+    main = read(main_results(profile), progress=False)["curves"]
+    weak = read(weak_prefix(profile), progress=False)["curves"]
+    curves = with_average(pd.concat([main, weak[weak.policy == WEAK_PREFIX.label]]))
+    return curves[curves["benchmark"] == AVERAGE].reset_index(drop=True)

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from psnlib.replication.analysis.claim_stats import NotRun, number
+from psnlib.replication.analysis.claim_stats import number
 from psnlib.replication.analysis.claims import CLAIMS
 from psnlib.replication.plan.experiments import Plan, check_seeds
 from psnlib.replication.plan.profiles import PROFILES, Profile, get_profile
-from psnlib.replication.report.results import check_claim, not_run
+from psnlib.replication.report.results import claim_row
 from psnlib.replication.report.results_text import discussion
 
 MAX_SEED = int(np.iinfo(np.uint32).max)  # numpy's seed range, as the trainer's config checks it
@@ -254,14 +254,8 @@ def _claim_rows(
     """``check_claim``'s row of each claim that ``plan``'s experiment (or ``tested_by``) tests,
     on ``results``; a ValueError where there is none."""
     name = plan.name if tested_by is None else tested_by.__name__
-    rows = []
-    for claim in (c for c in CLAIMS if c.experiment.__name__ == name):
-        try:  # a profile without the claim's policies (e.g. an empty plan) has its not-run row
-            claim.sides(plan.profile)
-        except NotRun as reason:
-            rows.append(not_run(claim, plan.profile, str(reason)))
-            continue
-        rows.append(check_claim(claim, results["problems"], plan.profile, results.get("logs")))
+    claims = [c for c in CLAIMS if c.experiment.__name__ == name]
+    rows = [claim_row(c, plan.profile, lambda: results) for c in claims]
     if not rows:
         raise ValueError(f"no claim of the papers is tested by experiment {name!r}")
     return rows

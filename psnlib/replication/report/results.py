@@ -44,6 +44,8 @@ claims first, nothing in it written once for every profile); notebook 15 writes 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,7 +62,6 @@ from psnlib.replication.analysis.claim import (
 from psnlib.replication.analysis.claim_stats import seed_means, spans
 from psnlib.replication.analysis.claims import CLAIMS
 from psnlib.replication.analysis.nulls import statistic_of
-from psnlib.replication.analysis.summaries import AVERAGE, with_average
 from psnlib.replication.analysis.verdicts import (
     EXPLORATORY,
     effect_of_interest,
@@ -74,26 +75,24 @@ from psnlib.replication.analysis.verdicts import (
     verdict,
 )
 from psnlib.replication.plan.experiments import (
-    WEAK_PREFIX,
     Plan,
     benchmarks_of,
-    main_results,
-    weak_prefix,
 )
 from psnlib.replication.plan.premise import PremisePlan
 from psnlib.replication.plan.profiles import Profile
-from psnlib.replication.report.results_page import results_markdown, write_results
+from psnlib.replication.report.results_page import Sections, results_markdown, write_results
 from psnlib.replication.report.results_tables import claims_markdown
 from psnlib.replication.report.results_text import code_differences, discussion
 from psnlib.replication.report.results_time import timing_summary
 
 __all__ = [
+    "Sections",
     "check_claim",
+    "claim_row",
     "claims_markdown",
     "code_differences",
     "discussion",
     "evaluate_claims",
-    "headline_curves",
     "judge",
     "judgement",
     "not_run",
@@ -368,37 +367,39 @@ def check_claim(
     }
 
 
+def claim_row(
+    claim: Claim,
+    profile: Profile,
+    tables: Callable[[], dict[str, pd.DataFrame]],
+    nulls: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``check_claim``'s row of ``claim`` on the tables ``tables()`` returns (read only where the
+    profile trains both of its policies), or ``not_run``'s row where it does not."""
+    try:
+        claim.sides(profile)
+    except NotRun as reason:
+        return not_run(claim, profile, str(reason))
+    t = tables()
+    return check_claim(claim, t["problems"], profile, t.get("logs"), nulls)
+
+
 def evaluate_claims(
     profile: Profile,
     claims: tuple[Claim, ...] = CLAIMS,
     nulls: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Every claim tested on its experiment's tables (runs trained and evaluated now if not
-    cached; each experiment once): one row per claim, the columns of ``check_claim`` (``nulls``:
-    the statistics that fail their null check, and why) and Holm's within each family
-    (``with_holm``); a claim whose policies the profile's experiment does not train gets the row
-    of ``not_run``, and nothing is trained for it."""
-    tables: dict[Callable[[Profile], Plan], dict[str, pd.DataFrame]] = {}  # per experiment
-    rows = []
-    for claim in claims:
-        try:
-            claim.sides(profile)
-        except NotRun as reason:
-            rows.append(not_run(claim, profile, str(reason)))
-            continue
-        if claim.experiment not in tables:
-            plan = claim.experiment(profile)
-            read = premise_tables.read if isinstance(plan, PremisePlan) else summaries.read
-            tables[claim.experiment] = read(plan, progress=False)
-        t = tables[claim.experiment]
-        rows.append(check_claim(claim, t["problems"], profile, t.get("logs"), nulls))
+    """Every claim tested on its experiment's tables (``claim_row``; each experiment read once),
+    one row per claim, the columns of ``check_claim`` (``nulls``: the statistics that fail their
+    null check, and why) and Holm's within each family (``with_holm``); a claim whose policies the
+    profile's experiment does not train gets the row of ``not_run``, and nothing is read for it."""
+    read: dict[Callable[[Profile], Plan], dict[str, pd.DataFrame]] = {}  # per experiment
+
+    def tables(experiment: Callable[[Profile], Plan]) -> dict[str, pd.DataFrame]:
+        if experiment not in read:
+            plan = experiment(profile)
+            reader = premise_tables.read if isinstance(plan, PremisePlan) else summaries.read
+            read[experiment] = reader(plan, progress=False)
+        return read[experiment]
+
+    rows = [claim_row(c, profile, partial(tables, c.experiment), nulls) for c in claims]
     return with_holm(pd.DataFrame(rows), claims)
-
-
-def headline_curves(profile: Profile) -> pd.DataFrame:
-    """pass@k averaged over the in-distribution benchmarks, per policy and seed: base, GRPO,
-    PSN fixed and adaptive (notebook 03) and GRPO + weak prefix (notebook 09)."""
-    main = summaries.read(main_results(profile), progress=False)["curves"]
-    weak = summaries.read(weak_prefix(profile), progress=False)["curves"]
-    curves = with_average(pd.concat([main, weak[weak.policy == WEAK_PREFIX.label]]))
-    return curves[curves["benchmark"] == AVERAGE].reset_index(drop=True)

@@ -23,6 +23,8 @@ from the tables handed in.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -152,21 +154,28 @@ def _seeds(seeds: tuple[int, ...]) -> str:
     return f"{len(seeds)} seed" + ("s" if len(seeds) != 1 else "")
 
 
+@dataclass(frozen=True)
+class Sections:
+    """What RESULTS.md shows beside the claims, each where given: the measured compute
+    (``psnlib.replication.records.cost.measured_compute``), the headline figure's file name,
+    GRPO's frontier slopes, the null table, the aggregates, and a line on the records' code
+    versions (``write_results`` words it from ``compute`` where it is left empty)."""
+
+    compute: pd.DataFrame | None = None
+    figure: str | None = None
+    slopes: pd.DataFrame | None = None
+    nulls: pd.DataFrame | None = None
+    aggregates: pd.DataFrame | None = None
+    versions: str = ""
+
+
 def results_markdown(
-    table: pd.DataFrame,
-    profile: Profile,
-    timing: dict,
-    compute: pd.DataFrame | None = None,
-    figure: str | None = None,
-    slopes: pd.DataFrame | None = None,
-    nulls: pd.DataFrame | None = None,
-    aggregates: pd.DataFrame | None = None,
-    versions: str = "",
+    table: pd.DataFrame, profile: Profile, timing: dict, sections: Sections = Sections()
 ) -> str:
     """RESULTS.md (module doc) from the claims ``table`` (``results.evaluate_claims``), the
-    profile, the run time (``timing_summary``) and, where given, the measured compute, the
-    headline figure's file name, GRPO's frontier slopes, the null table, the aggregates and a
-    line on the records' code versions."""
+    profile, the run time (``timing_summary``) and the ``sections`` given."""
+    compute, figure, slopes = sections.compute, sections.figure, sections.slopes
+    nulls, aggregates, versions = sections.nulls, sections.aggregates, sections.versions
     table = table.reset_index(drop=True)
     intro = INTRO.format(
         name=profile.name,
@@ -241,21 +250,14 @@ def write_results(
     path: str | Path,
     profile: Profile,
     timing_path: str | Path,
-    compute: pd.DataFrame | None = None,
-    figure: str | None = None,
-    slopes: pd.DataFrame | None = None,
-    nulls: pd.DataFrame | None = None,
-    aggregates: pd.DataFrame | None = None,
-    versions: str = "",
+    sections: Sections = Sections(),
 ) -> Path:
     """Write ``results_markdown`` to ``path`` and ``code_page`` beside it (``CODE_PAGE``),
     atomically, the run time read from ``timing_path`` (``timing_summary``); the records'
-    versions from ``compute`` (``versions_text``) unless ``versions`` says them."""
-    timing = timing_summary(timing_path)
-    if not versions and compute is not None:
-        versions = versions_text(compute)
-    text = results_markdown(
-        table, profile, timing, compute, figure, slopes, nulls, aggregates, versions
-    )
+    versions from ``sections.compute`` (``versions_text``) unless ``sections.versions`` says
+    them."""
+    if not sections.versions and sections.compute is not None:
+        sections = dataclasses.replace(sections, versions=versions_text(sections.compute))
+    text = results_markdown(table, profile, timing_summary(timing_path), sections)
     atomic_write_text(Path(path).with_name(CODE_PAGE), code_page(table, profile))
     return atomic_write_text(path, text)
