@@ -18,9 +18,10 @@ from psnlib.replication.plan.experiments import (
     exploration_baselines,
     released_replicas,
     rollout_temperature,
+    tuned,
 )
 from psnlib.replication.plan.profiles import RELEASED_SIGMA, get_profile
-from psnlib.replication.plan.variants import BASE
+from psnlib.replication.plan.variants import BASE, Variant
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 CPU = get_profile("cpu")
@@ -75,7 +76,11 @@ def test_each_exploration_baseline_changes_one_setting_of_grpo():
     for coef in CPU.entropy_coefs:
         assert entropy_bonus(coef).effective_settings(CPU) == {"entropy_coef": coef}
     labels = [v.label for v in exploration_baselines(CPU).variants]
-    assert len(labels) == len(set(labels)) == 5 + len(CPU.entropy_coefs)
+    assert len(labels) == len(set(labels)) == 5 + len(CPU.entropy_coefs) + len(CPU.tuned_values)
+    for knob, value in CPU.tuned_values:  # each tuned explorer changes its knob alone
+        arm = tuned(CPU)[knob].arm  # PSN fixed for sigma, GRPO for the others
+        today = Variant("today", arm).effective_settings(CPU)
+        assert tuned(CPU)[knob].effective_settings(CPU) == today | {knob: value}
     # issue 41: the bonus that moved entropy, and the grid's next weaker once it diverged
     assert CPU.entropy_coefs == (0.03, 0.1)
 

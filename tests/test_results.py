@@ -393,6 +393,9 @@ def test_the_paper_vs_released_code_table_is_pulled_from_the_claim_rows():
     md = results_markdown(table, cpu, timing_summary("/nonexistent.json"))
     assert "## The paper vs the released code" in md
     assert md.index("## The paper vs the released code") < md.index("## Run time")
+    # the seeds of the tuned explorers, where the profile tuned them (cpu: 16-31), and only there
+    assert "the same\nlevels (the explorers at their tuned values: 16 seeds), the" in md
+    assert "tuned values" not in results_markdown(table, SMOKE, timing_summary("/nonexistent"))
 
 
 def test_non_inferiority_and_rows_without_an_interval_read_plainly():

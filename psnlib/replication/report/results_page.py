@@ -114,8 +114,8 @@ competition math; we train a ~1M-parameter policy on Countdown ({steps} RL steps
 prompts x {G}; {problems} problems x {samples} samples per benchmark at temperature
 {temperature}). Seeds: the main comparisons ({main_seeds}) average the in-distribution levels
 (out-of-distribution claims: the others), the exploration baselines ({baseline_seeds}) the same
-levels, the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. Compare directions,
-not values."""
+levels{tuned}, the ablations ({ablation_seeds}) evaluate {ablation_benchmarks} only. Compare
+directions, not values."""
 
 DEFINITIONS = """\
 - **Difference**: ours - theirs in the statistic's unit (points for pass@k and shares, problems
@@ -188,6 +188,11 @@ def results_markdown(
         temperature=profile.eval_temperature,
         main_seeds=_seeds(profile.seeds),
         baseline_seeds=_seeds(profile.baseline_seeds),
+        tuned=(
+            f" (the explorers at their tuned values: {_seeds(profile.tuned_seeds)})"
+            if profile.tuned_seeds
+            else ""
+        ),
         ablation_seeds=_seeds(profile.ablation_seeds),
         ablation_benchmarks=", ".join(profile.ablation_benchmarks),
     )
