@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from psnlib.replication.analysis.claim import Claim
+from psnlib.replication.analysis.claim import NOT_RUN, TUNED_PSN, Claim
 from psnlib.replication.analysis.claim_stats import (
     PASS_AT_1,
     PASS_AT_MAX,
@@ -31,6 +31,7 @@ from psnlib.replication.plan.profiles import get_profile
 from psnlib.replication.report.results import (
     Sections,
     check_claim,
+    claim_row,
     claims_markdown,
     discussion,
     judge,
@@ -445,3 +446,17 @@ def test_a_difference_seen_by_underpowered_seeds_is_not_called_exploratory_in_wo
     assert "*contradicted*" in text and "exploratory" not in text
     assert "below the MDE, but the interval is clear of 0" in text
     assert "which these seeds cannot see: *exploratory*, not a verdict" in other
+
+
+def test_a_claim_whose_side_has_no_run_at_the_seeds_read_is_not_run():
+    """Notebook 16 read at seeds where the 0.1 bonus was not run again (cpu: 16-31): its claims
+    get the not-run row naming it, not an error, and the tables are read only where both sides
+    are trained."""
+    cpu = get_profile("cpu")
+    claim = next(c for c in CLAIMS if c.name == "PSN fixed beats the entropy bonus")
+    psn, bonus = claim.sides(cpu)
+    only_psn = {"problems": pd.DataFrame({"policy": [psn.label], "seed": [16]})}
+    row = claim_row(claim, cpu, lambda: only_psn)
+    assert row["verdict"] == NOT_RUN and f"no run of {[bonus.label]}" in row["note"]
+    smoke_only = next(c for c in CLAIMS if c.ours == TUNED_PSN)  # smoke tunes nothing
+    assert claim_row(smoke_only, SMOKE, lambda: pytest.fail("read"))["verdict"] == NOT_RUN

@@ -106,6 +106,29 @@ def test_a_reference_without_the_arms_seeds_or_problems_is_refused():
         summaries.paired_differences(problems(), "nobody", PROFILE)
 
 
+def test_common_seeds_pair_each_arm_at_the_seeds_both_sides_ran():
+    """An arm run at some seeds alone (a tuned arm, a collapsed bonus) beside a full one: each
+    pair at the seeds both have, a pair with none in common left out."""
+    late = COUNTS | {"late": {2: {"b1": [1, 1], "b2": [1]}, 5: {"b1": [1, 1], "b2": [1]}}}
+    d = summaries.paired_seed_differences(
+        problems(late), ["GRPO", "one seed"], PROFILE, policies=["PSN", "late"], common_seeds=True
+    )
+    seeds = d[d.statistic == "pass@1"].groupby(["policy", "reference"])["seed"].apply(list)
+    assert seeds.to_dict() == {
+        ("PSN", "GRPO"): [0, 1, 2],
+        ("late", "GRPO"): [2],  # GRPO has no seed 5
+        ("PSN", "one seed"): [2],
+        ("late", "one seed"): [2],
+    }
+    with pytest.raises(ValueError, match="lacks seed"):  # by default a missing seed is refused
+        summaries.paired_seed_differences(problems(late), "GRPO", PROFILE, policies=["late"])
+    apart = {"early": {0: COUNTS["PSN"][0]}, "one seed": COUNTS["one seed"]}
+    with pytest.raises(ValueError, match="no arm shares a seed"):
+        summaries.paired_seed_differences(
+            problems(apart), "one seed", PROFILE, policies=["early"], common_seeds=True
+        )
+
+
 def test_several_references_pair_each_arm_once_with_each():
     table = summaries.paired_differences(problems(), ["GRPO", "PSN"], PROFILE)
     pairs = list(dict.fromkeys(zip(table["policy"], table["reference"], strict=True)))

@@ -256,6 +256,7 @@ def paired_seed_differences(
     profile: Profile,
     statistics: Sequence[Statistic] = (PASS_AT_1, PASS_AT_MAX),
     policies: Sequence[str] | None = None,
+    common_seeds: bool = False,
 ) -> pd.DataFrame:
     """Per training seed, each arm's statistic minus the reference's, on the same seed and
     problems.
@@ -272,7 +273,9 @@ def paired_seed_differences(
 
     at each of the arm's seeds s (the reference may have more). A reference that lacks one of
     the arm's seeds, or one of its problems, is a ``ValueError``: an arm is never set beside
-    another seed of its reference.
+    another seed of its reference. With ``common_seeds`` each pair is read at the seeds both
+    sides have instead (an arm run at some seeds alone beside a full one), and a pair with none
+    in common is left out (a ``ValueError`` where every pair is).
 
     Returns one row per pair, statistic and seed: policy, reference, statistic (its label at
     ``profile``, e.g. pass@256), unit, seed, value (the arm's), reference_value, difference.
@@ -290,7 +293,12 @@ def paired_seed_differences(
             for name in (policy, ref):
                 if name not in values:
                     values[name] = stat.problem_values(problems, name, profile)
-            both = _paired_problems(values[policy], values[ref], policy, ref)
+            arm = values[policy]
+            if common_seeds:
+                arm = arm[arm["seed"].isin(values[ref]["seed"])]
+                if arm.empty:
+                    continue
+            both = _paired_problems(arm, values[ref], policy, ref)
             per_seed = stat.per_seed(both) * stat.scale
             rows.append(
                 pd.DataFrame(
@@ -305,6 +313,8 @@ def paired_seed_differences(
                     }
                 )
             )
+    if not rows:
+        raise ValueError("no arm shares a seed with its reference: there is nothing to pair")
     table = pd.concat(rows, ignore_index=True)
     return table.assign(difference=table["value"] - table["reference_value"])
 

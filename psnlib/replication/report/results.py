@@ -374,12 +374,16 @@ def claim_row(
     nulls: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """``check_claim``'s row of ``claim`` on the tables ``tables()`` returns (read only where the
-    profile trains both of its policies), or ``not_run``'s row where it does not."""
+    profile trains both of its policies), or ``not_run``'s row where it does not, or where the
+    tables hold no run of one side (seeds read that it does not run at)."""
     try:
-        claim.sides(profile)
+        sides = claim.sides(profile)
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     t = tables()
+    absent = [v.label for v in sides if v.label not in set(t["problems"]["policy"])]
+    if absent:
+        return not_run(claim, profile, f"no run of {absent} at the seeds read")
     return check_claim(claim, t["problems"], profile, t.get("logs"), nulls)
 
 
