@@ -253,3 +253,22 @@ def test_the_aggregate_table_is_reproducible_and_brackets_its_estimates():
     assert r["iqm_lo"] <= r["iqm"] <= r["iqm_hi"]
     assert r["p_improve_lo"] <= r["p_improve"] <= r["p_improve_hi"] and r["p_improve"] > 0.5
     assert math.isnan(table.loc[B, "p_improve"])
+
+
+def test_a_claim_read_only_at_the_seeds_that_framed_it_is_post_hoc_there():
+    """A notebook read at round two's seeds alone (papermill ``seeds: [0, 1]``): the weaker
+    bonus's rows, framed on 0-15, are measured there and stay exploratory, not an error."""
+    cpu = get_profile("cpu")
+    claim = next(c for c in CLAIMS if c.name == "PSN fixed beats a weaker entropy bonus")
+    ours, theirs = claim.sides(cpu)
+    rows = [
+        {"policy": policy, "seed": seed, "benchmark": benchmark, "prompt": prompt}
+        | {"n": cpu.eval_samples, "correct": 3 + prompt + seed + (policy == ours.label)}
+        for policy in (ours.label, theirs.label)
+        for seed in (0, 1)
+        for benchmark in cpu.benchmarks
+        for prompt in range(2)
+    ]
+    row = check_claim(claim, pd.DataFrame(rows), cpu)
+    assert row["post_hoc"] and row["verdict"] == "exploratory" and row["seeds"] == 2
+    assert row["note"].startswith("post hoc: exploratory at the seeds that framed it")

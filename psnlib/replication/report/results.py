@@ -301,8 +301,8 @@ def check_claim(
     reference solves nothing at its seeds the status ``NOT_COMPARABLE``; one whose statistic is in
     ``nulls`` (``psnlib.replication.analysis.nulls.statistic_of(claim)`` -> why it fails its null
     check, ``psnlib.replication.analysis.nulls.failing``) the status ``NULL_FAILED``, the reason in
-    its note. A post-hoc claim (``Claim.post_hoc``) is measured on the seeds that framed it and is
-    *exploratory*."""
+    its note. A post-hoc claim (``Claim.post_hoc``, or every seed read framed it) is measured on
+    the seeds that framed it and is *exploratory*."""
     names = profile.benchmarks if claim.kind == "all" else benchmarks_of(profile, claim.kind)
     problems = problems[problems["benchmark"].isin(names)]
     try:
@@ -310,8 +310,9 @@ def check_claim(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     stat = claim.statistic
-    post_hoc = claim.post_hoc(profile)
     framed = claim.excluded(profile)
+    read = set(problems["seed"])  # post hoc too where every seed read framed it
+    post_hoc = claim.post_hoc(profile) or bool(framed) and bool(read) and read <= set(framed)
     try:
         measured = stat.seed_values(
             problems, logs, ours.label, theirs.label, profile, () if post_hoc else framed
@@ -381,7 +382,8 @@ def claim_row(
     except NotRun as reason:
         return not_run(claim, profile, str(reason))
     t = tables()
-    absent = [v.label for v in sides if v.label not in set(t["problems"]["policy"])]
+    have = set(t["problems"].get("policy", ()))  # an empty table: no column
+    absent = [v.label for v in sides if v.label not in have]
     if absent:
         return not_run(claim, profile, f"no run of {absent} at the seeds read")
     return check_claim(claim, t["problems"], profile, t.get("logs"), nulls)
