@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 from test_frontier import BACK, path_of
 
-from psnlib.replication.analysis import nulls
+from psnlib.paths import ROOT
+from psnlib.replication.analysis import null_records, nulls
 from psnlib.replication.analysis.claims import CLAIMS
 from psnlib.replication.analysis.null_records import PER_SEED, GRPOValues, solved_only_matrix
 from psnlib.replication.analysis.verdicts import EQUIVALENT, NONINFERIOR, SUPERIOR
 from psnlib.replication.compute import jobs
+from psnlib.replication.plan.premise import premise
 from psnlib.replication.plan.profiles import get_profile
 from psnlib.replication.records import codeversion, ledger
 from psnlib.replication.records.missing import MissingRecords
@@ -212,3 +214,13 @@ def test_a_profile_with_too_few_seeds_checks_nothing_and_gives_no_verdict_word()
     assert not table["passes"].any() and (table["draws"] == 0).all()
     assert table["reason"].str.contains("has 2 main seed").all()
     assert set(nulls.failing(table)) == {nulls.statistic_of(c) for c in CLAIMS}
+
+
+def test_the_premise_null_reads_the_premise_seeds_alone_among_grpos_main_seeds(monkeypatch):
+    """At cpu the main seeds are 0-31 and the premise ran on the checkpoints of 0-15 alone: the
+    committed GRPO records of 16-31 carry no premise and are not read for it."""
+    monkeypatch.setenv(ledger.RESULTS_ENV, str(ROOT / "results"))  # the committed records
+    cpu = get_profile("cpu")
+    records = null_records._records(cpu)  # GRPO's committed records at the main seeds
+    values = null_records.premise_values(cpu, records)
+    assert set(values["seed"]) == set(premise(cpu).seeds) < set(records)

@@ -125,12 +125,13 @@ def solved_only_matrix(problems: pd.DataFrame) -> np.ndarray:
 
 
 def premise_values(profile: Profile, records: dict[int, dict]) -> pd.DataFrame:
-    """Per seed and site: pass@1 and pass@max (percent) under the site's noise and at its
-    matched temperature, from the records' premise parts."""
+    """Per seed of the premise's plan and site: pass@1 and pass@max (percent) under the site's
+    noise and at its matched temperature, from the records' premise parts (``records``: GRPO's,
+    by seed, the premise's seeds among them; the other main seeds carry no premise)."""
     plan, k = premise(profile), profile.ks[-1]
     rows = []
-    for seed, record in records.items():
-        matched = seed_tables(plan, seed, ledger.premise_parts(record))["matched"]
+    for seed in plan.seeds:
+        matched = seed_tables(plan, seed, ledger.premise_parts(records[seed]))["matched"]
         for row in matched.to_dict("records"):
             rows.append(
                 {"seed": seed, "site": row["site"]}
