@@ -2,6 +2,7 @@
 simulated nulls, the null table of a hand-made set of GRPO's per-seed values (every asserted number
 derived by hand in the test), and the table read from records only."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -224,3 +225,17 @@ def test_the_premise_null_reads_the_premise_seeds_alone_among_grpos_main_seeds(m
     records = null_records._records(cpu)  # GRPO's committed records at the main seeds
     values = null_records.premise_values(cpu, records)
     assert set(values["seed"]) == set(premise(cpu).seeds) < set(records)
+
+
+def test_the_premise_may_cover_some_of_the_main_seeds_and_its_sites_read_them_alone():
+    """The premise runs on some of GRPO's main seeds (cpu: 0-15 of 0-31): a site reads its own
+    seeds, ascending; fewer than MIN_SEEDS of them, or a seed that is not a main one, is refused."""
+    v = hand_made()
+    some = v.premise[v.premise["seed"] >= 1].iloc[::-1]  # seeds 1-5 of 0-5, shuffled
+    five = dataclasses.replace(v, premise=some)
+    assert five.site("mlp").index.tolist() == [1, 2, 3, 4, 5]
+    assert five.site("mlp")["noise_pass1"].tolist() == v.site("mlp")["noise_pass1"].tolist()[1:]
+    with pytest.raises(ValueError, match=r"premise has the seeds \[3, 4, 5\]"):
+        dataclasses.replace(v, premise=v.premise[v.premise["seed"] >= 3])
+    with pytest.raises(ValueError, match=r"premise has the seeds \[0, 1, 2, 3, 4, 5, 9\]"):
+        dataclasses.replace(v, premise=pd.concat([v.premise, v.premise.iloc[:1].assign(seed=9)]))

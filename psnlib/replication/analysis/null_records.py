@@ -54,7 +54,8 @@ PREMISE_COLUMNS = ("noise_pass1", "noise_passmax", "temperature_pass1", "tempera
 
 @dataclass(frozen=True)
 class GRPOValues:
-    """GRPO's values at its main seeds (module doc); every table's seeds are ``per_seed``'s."""
+    """GRPO's values at its main seeds (module doc); ``paths``'s seeds are ``per_seed``'s, the
+    premise's are its own plan's, some of them."""
 
     per_seed: pd.DataFrame  # index seed (ascending); a column per statistic name, throughput
     solved_only: np.ndarray  # (n, n)
@@ -70,16 +71,18 @@ class GRPOValues:
         n = len(seeds)
         if self.solved_only.shape != (n, n):
             raise ValueError(f"solved_only must be {n} x {n}, got {self.solved_only.shape}")
-        for name, table in (("paths", self.paths), ("premise", self.premise)):
-            if sorted(set(table["seed"])) != seeds:
-                raise ValueError(f"{name} has the seeds {sorted(set(table['seed']))}, not {seeds}")
+        if sorted(set(self.paths["seed"])) != seeds:
+            raise ValueError(f"paths has the seeds {sorted(set(self.paths['seed']))}, not {seeds}")
+        premise = sorted(set(self.premise["seed"]))  # the premise's own seeds, some of the main
+        if len(premise) < MIN_SEEDS or not set(premise) <= set(seeds):
+            raise ValueError(f"premise has the seeds {premise}: {MIN_SEEDS} or more of {seeds}")
 
     def site(self, site: str) -> pd.DataFrame:
-        """The premise's values of one noise site, one row per seed in ``per_seed``'s order."""
-        mine = self.premise[self.premise["site"] == site].set_index("seed")
-        if sorted(mine.index) != self.per_seed.index.tolist():
+        """The premise's values of one noise site, one row per premise seed, ascending."""
+        mine = self.premise[self.premise["site"] == site].set_index("seed").sort_index()
+        if mine.index.tolist() != sorted(set(self.premise["seed"])):
             raise ValueError(f"the premise's site {site!r} lacks seeds: has {sorted(mine.index)}")
-        return mine.loc[self.per_seed.index]
+        return mine
 
 
 def _records(profile: Profile) -> dict[int, dict]:
