@@ -235,6 +235,10 @@ def test_the_premise_may_cover_some_of_the_main_seeds_and_its_sites_read_them_al
     five = dataclasses.replace(v, premise=some)
     assert five.site("mlp").index.tolist() == [1, 2, 3, 4, 5]
     assert five.site("mlp")["noise_pass1"].tolist() == v.site("mlp")["noise_pass1"].tolist()[1:]
+    table = nulls.table_from(five, SMOKE)  # each check over its own seeds
+    matched = table[table["null"] == nulls.MATCHED]
+    assert set(matched["pairs"]) == {5}
+    assert set(table[table["null"] == nulls.SELF]["pairs"]) == {6}
     with pytest.raises(ValueError, match=r"premise has the seeds \[3, 4, 5\]"):
         dataclasses.replace(v, premise=v.premise[v.premise["seed"] >= 3])
     with pytest.raises(ValueError, match=r"premise has the seeds \[0, 1, 2, 3, 4, 5, 9\]"):

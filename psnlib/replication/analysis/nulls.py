@@ -107,6 +107,11 @@ class Pairs:
     values: np.ndarray  # (n, n)
     reference: np.ndarray | None = None  # (n,)
 
+    @property
+    def n(self) -> int:
+        """How many seeds it pairs."""
+        return len(self.values)
+
     def estimate(self, a: np.ndarray, b: np.ndarray) -> float:
         return float(self.values[a, b].mean())
 
@@ -121,6 +126,11 @@ class AcrossSeeds:
 
     x: np.ndarray  # (n,)
     y: np.ndarray  # (n,)
+
+    @property
+    def n(self) -> int:
+        """How many seeds it compares."""
+        return len(self.x)
 
     def estimate(self, a: np.ndarray, b: np.ndarray) -> float:
         return float(frontier_differences(self.x[a], self.y[a], self.x[b], self.y[b]).mean())
@@ -310,13 +320,12 @@ def table_from(
     """``null_table`` of GRPO's ``values``: every check of every claim's statistic, once."""
     done: set[str] = set()
     rows = []
-    n = len(values.per_seed)
     for claim in claims:
         if statistic_of(claim) in done:
             continue
-        for check in checks_of(claim, values):
+        for check in checks_of(claim, values):  # each over its own seeds (the premise: its own)
             done.add(check.key)
-            rows += [null_row(check, null, sign, n) for null, sign in check.nulls]
+            rows += [null_row(check, null, sign, check.kernel.n) for null, sign in check.nulls]
     table = pd.DataFrame(rows)
     table.insert(1, "label", [label(k, profile) for k in table["statistic"]])
     return table
