@@ -168,15 +168,16 @@ def draws_of(null: str, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
     raise ValueError(f"null must be one of {(SELF, SHIFT, SPLIT, MATCHED)}, got {null!r}")
 
 
-def null_mean(kernel: Kernel, null: str, n: int) -> tuple[float, float, float]:
+def null_mean(kernel: Kernel, null: str) -> tuple[float, float, float]:
     """The mean over ``null``'s draws of the estimate, with its leave-one-seed-out jackknife
-    95% interval (module doc)."""
+    95% interval over the kernel's seeds (module doc)."""
 
     def theta(seeds: np.ndarray) -> float:
         return float(
             np.mean([kernel.estimate(seeds[a], seeds[b]) for a, b in draws_of(null, len(seeds))])
         )
 
+    n = kernel.n
     every = np.arange(n)
     mean = theta(every)
     loo = np.array([theta(np.delete(every, i)) for i in range(n)])
@@ -190,10 +191,10 @@ def wrong(word: str, direction: int) -> bool:
     return word in (REPRODUCED, CONTRADICTED) if direction == SUPERIOR else word == REPRODUCED
 
 
-def null_row(check: Check, null: str, sign: int, n: int) -> dict:
-    """One row of ``null_table``: ``check``'s statistic on ``null`` at margin ``sign`` over
-    ``n`` seeds (module doc)."""
-    draws = draws_of(null, n)
+def null_row(check: Check, null: str, sign: int) -> dict:
+    """One row of ``null_table``: ``check``'s statistic on ``null`` at margin ``sign`` over its
+    kernel's seeds (module doc)."""
+    draws = draws_of(null, check.kernel.n)
     fired = []
     for a, b in draws:
         lo, hi = check.kernel.interval(a, b)
@@ -204,7 +205,7 @@ def null_row(check: Check, null: str, sign: int, n: int) -> dict:
         fired.append(
             wrong(verdict(lo + at, hi + at, check.direction, len(a), margin), check.direction)
         )
-    mean, lo, hi = null_mean(check.kernel, null, n)
+    mean, lo, hi = null_mean(check.kernel, null)
     fpr = float(np.mean(fired))
     covers = bool(lo <= 0 <= hi)
     reasons = [] if covers else [f"mean {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] excludes 0"]
@@ -325,7 +326,7 @@ def table_from(
             continue
         for check in checks_of(claim, values):  # each over its own seeds (the premise: its own)
             done.add(check.key)
-            rows += [null_row(check, null, sign, check.kernel.n) for null, sign in check.nulls]
+            rows += [null_row(check, null, sign) for null, sign in check.nulls]
     table = pd.DataFrame(rows)
     table.insert(1, "label", [label(k, profile) for k in table["statistic"]])
     return table
